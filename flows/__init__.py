@@ -1,0 +1,1 @@
+"""Thin Prefect flows that narrate steps: construct, rotate, execute, score, report."""

@@ -1,0 +1,29 @@
+"""The ``medflows`` command line. Each command module registers on the groups of
+:mod:`flows.cli.groups`; this module imports them all explicitly (no discovery)."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+from flows.cli.groups import app
+
+
+def _environment() -> None:
+    """Defaults that make Prefect and litellm work offline on a fresh machine."""
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", "180")
+    os.environ.setdefault("PREFECT_SERVER_ANALYTICS_ENABLED", "false")
+    os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    _environment()
+    from flows.cli import qa as qa  # noqa: F401  (registers commands)
+    from flows.cli import review as review  # noqa: F401
+
+    try:
+        app()
+    except KeyboardInterrupt:
+        sys.exit(130)

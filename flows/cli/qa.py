@@ -1,0 +1,161 @@
+"""QA commands: pool build qa, qa replay, execute/score/report qa, demo."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from evaluators.registry import UnknownNameError
+from flows.cli.groups import (
+    app, build_app, execute_app, fail, qa_app, report_app, score_app, split_list,
+)
+from tasks_lib.domain import SelectionRule
+from tasks_lib.errors import InputDataError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    """Turn bad-input errors into one clear line on stderr and exit code 2."""
+
+    @wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InputDataError, UnknownNameError) as exc:
+            raise fail(str(exc)) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _url(path: str) -> str:
+    """Absolute path for local folders (flows may run elsewhere); URLs unchanged."""
+    return path if "://" in path else str(Path(path).resolve())
+
+
+@build_app.command("qa")
+@user_errors
+def build_qa(
+    source: str = typer.Option(None, help="Folder with questions/ and predictions/ "
+                               "(default <data root>/medagentsbench)."),
+    predictions: str = typer.Option(None, help="Predictions CSV for the difficulty filter "
+                                    "(default SOURCE/predictions/full.csv.gz)."),
+    models: str = typer.Option(None, help="Comma-separated models counted for k/N (default all)."),
+    datasets: str = typer.Option(None, help="Comma-separated dataset cards (default all)."),
+    select: SelectionRule = typer.Option(SelectionRule.FIRST, help="first | stratified."),
+    per_dataset: int = typer.Option(100, min=1, help="Hard items kept per dataset (M)."),
+    threshold: float = typer.Option(0.5, help="Hard iff k/N < threshold."),
+    seed: int = typer.Option(0, help="Seed of stratified selection."),
+    meld: bool = typer.Option(True, help="Run the MELD contamination screen."),
+    meld_models: str = typer.Option("gpt-4o-mini", help="Comma-separated screening models."),
+    meld_threshold: float = typer.Option(0.95, help="Flag items above this similarity."),
+    auto_approve: bool = typer.Option(False, help="Skip the review pause (reviewer 'auto')."),
+    pool_id: str = typer.Option("medagentsbench-hard", help="Pool name."),
+    out: str = typer.Option(None, help="Pool root folder/URL (default in the storage root)."),
+) -> None:
+    """Build a hard multiple-choice QA pool (construct DAG); prints a JSON summary."""
+    from flows.construct import construct_qa
+
+    published = construct_qa(
+        pool_id=pool_id, datasets=split_list(datasets), source=_url(source) if source else None,
+        predictions=_url(predictions) if predictions else None, models=split_list(models),
+        select=select, per_dataset=per_dataset, threshold=threshold, seed=seed, meld=meld,
+        meld_models=split_list(meld_models), meld_threshold=meld_threshold,
+        auto_approve=auto_approve, out=_url(out) if out else None,
+    )
+    m = published.manifest
+    typer.echo(json.dumps({
+        "pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
+        "manifest": f"{published.url}/manifest.json",
+        "datasets": {ds: d.n_items for ds, d in m.datasets.items()},
+    }, indent=2))
+
+
+@qa_app.command("replay")
+@user_errors
+def qa_replay(
+    predictions: str = typer.Option(..., help="Recorded predictions CSV (.csv or .csv.gz)."),
+    pool: str = typer.Option(None, help="Pool root: score only its items, against its answers."),
+    source: str = typer.Option(None, help="Question folder for references without --pool."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON rows."),
+) -> None:
+    """Accuracy per (dataset, model, method) group of a recorded predictions file."""
+    from tasks_lib.qa.pool import load_pool
+    from tasks_lib.qa.replay_report import card_references, replay_accuracy
+    from tasks_lib.storage import Storage
+
+    refs = load_pool(Storage(_url(pool))).references if pool else card_references(source)
+    summary = replay_accuracy(predictions, refs)
+    if summary.unmatched_rows:
+        typer.echo(f"note: {summary.unmatched_rows} prediction rows name items that are not "
+                   f"{'in the pool' if pool else 'in any dataset card'}; not scored", err=True)
+    if summary.unscored_groups:
+        typer.echo(f"note: groups with no scorable item: {', '.join(summary.unscored_groups)}",
+                   err=True)
+    if as_json:
+        typer.echo(json.dumps([r.model_dump() for r in summary.rows], indent=2))
+        return
+    for r in summary.rows:
+        typer.echo(f"{r.dataset:14} {r.model:30} {r.method:16} n={r.n:5d} acc={r.accuracy:.3f}")
+
+
+@execute_app.command("qa")
+@user_errors
+def execute_qa_cmd(
+    pool: str = typer.Option(..., help="Pool root."),
+    agents: str = typer.Option(None, help="Comma-separated catalog agent ids."),
+    replay: str = typer.Option(None, help="Replay every (model, method) of this predictions file."),
+    replay_models: str = typer.Option(None, help="Restrict replay to these models."),
+    replay_methods: str = typer.Option(None, help="Restrict replay to these methods."),
+) -> None:
+    """Run agents on a pool (execute DAG)."""
+    from flows.execute import execute_qa
+
+    runs = execute_qa(pool=_url(pool), agents=split_list(agents),
+                      replay=_url(replay) if replay else None,
+                      replay_models=split_list(replay_models),
+                      replay_methods=split_list(replay_methods))
+    typer.echo(json.dumps([{"run_id": r.run_id, "agent_id": r.agent.agent_id,
+                            "n_answered": r.n_answered, "cost_usd": r.cost_usd} for r in runs],
+                          indent=2))
+
+
+@score_app.command("qa")
+@user_errors
+def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
+    """Score every stored run on a pool (score DAG); prints macro accuracy per run."""
+    from flows.score import score_qa
+
+    cards = score_qa(pool=_url(pool))
+    typer.echo(json.dumps([{"run_id": c.run_id, "agent_id": c.agent_id,
+                            "accuracy_macro": c.accuracy_macro} for c in cards], indent=2))
+
+
+@report_app.command("qa")
+@user_errors
+def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
+    """Write the leaderboard, Pareto frontier and plot of a pool's scored runs."""
+    from flows.report import report_qa
+
+    typer.echo(report_qa(pool=_url(pool)).model_dump_json(indent=2))
+
+
+@app.command("demo")
+@user_errors
+def demo(per_dataset: int = typer.Option(100, min=1, help="Hard items per dataset.")) -> None:
+    """Build the hard pool from real questions, replay recorded agents, score, report."""
+    from flows.pipeline import qa_benchmark
+    from tasks_lib.storage import Storage
+
+    result = qa_benchmark(per_dataset=per_dataset)
+    root = Storage(result.report.markdown.rsplit("/", 1)[0])
+    typer.echo(root.read_text("leaderboard.md"))
+    rows = root.read_text("leaderboard.csv").count("\n") - 1
+    typer.echo(f"{rows} (model, method) agents scored on pool {result.pool}")
+    typer.echo(f"report: {result.report.markdown}\n        {result.report.csv}\n"
+               f"        {result.report.plot}")

@@ -1,0 +1,1 @@
+"""Steps (@task), domain types, registries, settings, storage, ledger, sandboxes and agents."""

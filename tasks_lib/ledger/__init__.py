@@ -1,0 +1,1 @@
+"""The ledger: pools, runs and append-only score rows (sqlmodel; SQLite or PostgreSQL)."""

@@ -1,0 +1,1 @@
+"""Multiple-choice medical QA (MedAgentsBench): pools, agents and scoring."""

@@ -1,0 +1,52 @@
+"""Choosing which agents and runs a flow works on (catalog ids, replay groups, ledger)."""
+
+from __future__ import annotations
+
+from prefect import task
+
+from tasks_lib.agents import AgentSpec, load_catalog, replay_agent
+from tasks_lib.qa.pool import load_pool
+from tasks_lib.qa.predictions import load_predictions
+from tasks_lib.qa.run_steps import QARun
+from tasks_lib.qa.types import PoolManifest
+from tasks_lib.storage import Storage
+
+
+@task(name="plan-agents")
+def plan_agents(agents: list[str], replay: str | None, replay_models: list[str] | None,
+                replay_methods: list[str] | None) -> list[AgentSpec]:
+    """Catalog agents by id, plus one replay agent per (model, method) group of ``replay``."""
+    catalog = load_catalog()
+    specs = [catalog.get(a) for a in agents]
+    if replay:
+        frame = load_predictions(replay, replay_models)
+        groups = frame[["model", "method"]].drop_duplicates()
+        if replay_methods:
+            groups = groups[groups["method"].isin(replay_methods)]
+        specs += [replay_agent(m, me, replay) for m, me in
+                  sorted(zip(groups["model"], groups["method"], strict=True))]
+    if not specs:
+        raise ValueError("no agents: name catalog agents or a predictions file to replay")
+    return specs
+
+
+@task(name="read-manifest")
+def read_manifest(pool: str) -> PoolManifest:
+    """The manifest of the pool at ``pool``."""
+    return load_pool(Storage(pool)).manifest
+
+
+@task(name="find-runs")
+def find_runs(manifest: PoolManifest, run_ids: list[str] | None) -> list[QARun]:
+    """Stored runs on this pool version (all of them, or the given ids)."""
+    from tasks_lib.ledger import store
+
+    rows = store.runs(pool_id=manifest.pool_id, pool_version=manifest.version)
+    wanted = set(run_ids) if run_ids else None
+    if wanted:
+        missing = wanted - {r.run_id for r in rows}
+        if missing:
+            raise ValueError(f"runs not in the ledger for this pool: {', '.join(sorted(missing))}")
+    root = Storage.from_settings()
+    return [QARun.model_validate(root.read_json(f"runs/{r.run_id}/run.json"))
+            for r in sorted(rows, key=lambda r: r.agent_id) if wanted is None or r.run_id in wanted]

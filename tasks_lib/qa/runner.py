@@ -1,0 +1,127 @@
+"""Running QA agents over a pool: live methods through litellm, or replay of recorded answers."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable, Iterable
+from functools import lru_cache
+
+import pandas as pd
+from pydantic import Field
+
+from tasks_lib.agents import AgentSpec, Harness
+from tasks_lib.domain import Frozen
+from tasks_lib.llm import CompletionFn, LiteLLMCompletion
+from tasks_lib.pricing import PriceSnapshot
+from tasks_lib.qa.methods import METHODS, MethodContext
+from tasks_lib.qa.predictions import load_predictions
+from tasks_lib.qa.types import Exemplar, PublicQAItem
+
+
+class QAAnswer(Frozen):
+    """One line of a QA submission (``answers.jsonl``)."""
+
+    dataset: str = Field(description="Dataset.")
+    realidx: str = Field(description="Item id.")
+    answer: str | None = Field(description="Option letter, None if the agent gave none.")
+    raw: str | None = Field(description="Raw model text (None for replays without text).")
+    calls: int = Field(description="Model calls made for the item.")
+    prompt_tokens: float | None = Field(description="Input tokens (None if unknown).")
+    completion_tokens: float | None = Field(description="Output tokens (None if unknown).")
+    time_s: float | None = Field(description="Wall time for the item (None if unknown).")
+    cost_usd: float | None = Field(description="USD for the item (None if unknown).")
+
+    @property
+    def key(self) -> str:
+        return f"{self.dataset}/{self.realidx}"
+
+
+def run_id_for(agent: AgentSpec, pool_hash: str, replicate: int) -> str:
+    """Deterministic run id: the same agent on the same pool content is the same run."""
+    payload = json.dumps([agent.model_dump(mode="json"), pool_hash, replicate], sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:20]
+
+
+@lru_cache(maxsize=4)
+def _recorded(path: str) -> pd.DataFrame:
+    return load_predictions(path)
+
+
+def _nan_to_none(value: object) -> float | None:
+    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+
+
+def replay(agent: AgentSpec, items: list[PublicQAItem], prices: PriceSnapshot) -> list[QAAnswer]:
+    """Answers recorded for ``agent.model``/``agent.method``; items without a record are omitted.
+
+    Cost per item: the recorded ``cost_usd`` when present, else tokens × price snapshot, else
+    None. The first recorded row per item wins (published files contain duplicates).
+    """
+    frame = _recorded(str(agent.params["predictions"]))
+    group = frame[(frame["model"] == agent.model) & (frame["method"] == agent.method)]
+    by_key = {f"{d}/{r}": row for d, r, row in zip(
+        group["dataset"], group["realidx"], group.itertuples(index=False), strict=True)}
+    answers = []
+    for it in items:
+        row = by_key.get(f"{it.dataset}/{it.realidx}")
+        if row is None:
+            continue
+        pt, ct = _nan_to_none(row.prompt_tokens), _nan_to_none(row.completion_tokens)
+        cost = _nan_to_none(row.cost_usd)
+        if cost is None:
+            cost = prices.cost(agent.model, pt, ct)
+        answers.append(QAAnswer(
+            dataset=it.dataset, realidx=it.realidx, answer=row.predicted_answer or None, raw=None,
+            calls=1, prompt_tokens=pt, completion_tokens=ct, time_s=_nan_to_none(row.time_s),
+            cost_usd=cost,
+        ))
+    return answers
+
+
+def run_method(
+    agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
+    prices: PriceSnapshot, complete: CompletionFn | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[QAAnswer]:
+    """Ask the model every item with the agent's method (litellm unless ``complete`` is given)."""
+    method = METHODS.get(agent.method or "")
+    api_base = agent.params.get("api_base")
+    complete = complete or LiteLLMCompletion(api_base=str(api_base) if api_base else None)
+    answers = []
+    for i, it in enumerate(items, start=1):
+        ctx = MethodContext(exemplars=exemplars.get(it.dataset, []),
+                            seed=int(agent.params.get("seed", 0)))
+        started = time.perf_counter()
+        result = method(it, agent.model, complete, ctx)
+        answers.append(QAAnswer(
+            dataset=it.dataset, realidx=it.realidx, answer=result.answer, raw=result.raw,
+            calls=result.calls, prompt_tokens=result.prompt_tokens,
+            completion_tokens=result.completion_tokens, time_s=time.perf_counter() - started,
+            cost_usd=prices.cost(agent.model, result.prompt_tokens, result.completion_tokens),
+        ))
+        if progress:
+            progress(i, len(items))
+    return answers
+
+
+def run_agent(
+    agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
+    prices: PriceSnapshot, complete: CompletionFn | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[QAAnswer]:
+    """Dispatch on the agent's harness."""
+    if agent.harness is Harness.QA_REPLAY:
+        return replay(agent, items, prices)
+    if agent.harness is Harness.QA_METHOD:
+        return run_method(agent, items, exemplars, prices, complete, progress)
+    raise ValueError(f"harness {agent.harness} cannot run QA pools")
+
+
+def total_cost(answers: Iterable[QAAnswer]) -> float | None:
+    """Sum of item costs; None when any answered item's cost is unknown (never a silent 0)."""
+    costs = [a.cost_usd for a in answers]
+    if not costs or any(c is None for c in costs):
+        return None
+    return float(sum(c for c in costs if c is not None))

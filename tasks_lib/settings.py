@@ -1,0 +1,74 @@
+"""All configuration in one pydantic-settings object (environment prefix ``MEDFLOWS_``).
+
+Every backend change (PostgreSQL ledger, S3 storage, Dask cluster, another data location) is a
+setting, never a code change. See the README's *Settings* table for examples.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+"""The checkout this package was installed from (editable install)."""
+
+
+def _state_dir() -> Path:
+    return PROJECT_ROOT / ".medflows"
+
+
+class Settings(BaseSettings):
+    """Runtime configuration; every field can be set as ``MEDFLOWS_<FIELD>``."""
+
+    model_config = SettingsConfigDict(env_prefix="MEDFLOWS_", frozen=True, extra="ignore")
+
+    storage_url: str = Field(
+        default_factory=lambda: str(_state_dir() / "storage"),
+        description="fsspec URL of the storage root: a local folder, memory://..., s3://bucket/...",
+    )
+    ledger_url: str = Field(
+        default_factory=lambda: f"sqlite:///{_state_dir() / 'ledger.db'}",
+        description="SQLAlchemy URL of the ledger: SQLite file (default) or postgresql+psycopg2://",
+    )
+    data_root: Path = Field(
+        default=PROJECT_ROOT / ".." / "shared" / "data",
+        description="Reference data folder (questions, recorded predictions, leaderboards).",
+    )
+    datasets_dir: Path = Field(
+        default=PROJECT_ROOT / "datasets",
+        description="Folder of task cards and small reference files shipped with the project.",
+    )
+    price_snapshot: Path = Field(
+        default=PROJECT_ROOT / "datasets" / "prices.yaml",
+        description="YAML price snapshot, USD per 1M input/output tokens per model.",
+    )
+    results_dir: Path = Field(
+        default_factory=lambda: _state_dir() / "prefect-results",
+        description="Where Prefect persists step results so re-runs resume from cache.",
+    )
+    dask_address: str | None = Field(
+        default=None, description="Address of an existing Dask scheduler; unset = LocalCluster."
+    )
+    llm_api_base: str | None = Field(
+        default=None,
+        description="OpenAI-compatible endpoint for every litellm call (a local server, a proxy).",
+    )
+    judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
+    storage_options: dict[str, str] = Field(
+        default_factory=dict,
+        description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url.",
+    )
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read once from the environment)."""
+    return Settings()
+
+
+def reset_settings() -> None:
+    """Forget cached settings (tests change the environment between cases)."""
+    get_settings.cache_clear()

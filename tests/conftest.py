@@ -1,0 +1,46 @@
+"""Test-wide setup: isolated settings, one Prefect test harness per session.
+
+Environment variables are set before any medflows module is imported, so settings, step result
+storage and the ledger all point into a temporary folder.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+_TMP = Path(tempfile.mkdtemp(prefix="medflows-tests-"))
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+os.environ.update({
+    "MEDFLOWS_STORAGE_URL": str(_TMP / "storage"),
+    "MEDFLOWS_LEDGER_URL": f"sqlite:///{_TMP / 'ledger.db'}",
+    "MEDFLOWS_RESULTS_DIR": str(_TMP / "results"),
+    "PREFECT_HOME": str(_TMP / "prefect-home"),
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+    "GX_ANALYTICS_ENABLED": "false",
+})
+os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(PROJECT_ROOT.parent / "shared" / "data"))
+
+DATA_ROOT = Path(os.environ["MEDFLOWS_DATA_ROOT"])
+QA_SOURCE = DATA_ROOT / "medagentsbench"
+
+
+@pytest.fixture(scope="session")
+def prefect_harness() -> Iterator[None]:
+    """One Prefect test server for the whole session (start it only for tests that need it)."""
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield
+
+
+@pytest.fixture
+def tmp_storage_url(tmp_path: Path) -> str:
+    """A fresh local storage root."""
+    return str(tmp_path / "storage")
