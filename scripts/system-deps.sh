@@ -1,11 +1,16 @@
 #!/usr/bin/env bash
-# Debian packages and services the full test suite needs (idempotent; run as root on CI).
+# Debian packages the full test suite needs (scripts/system-packages.txt, one per line).
+# Idempotent: installs only what is missing. Services are started by the tests that need them.
 set -euo pipefail
+list="$(dirname "$0")/system-packages.txt"
 needed=()
-for pkg in "$@"; do
+while read -r pkg; do
+  pkg="${pkg%%#*}"; pkg="${pkg// /}"
+  [ -z "$pkg" ] && continue
   dpkg -s "$pkg" >/dev/null 2>&1 || needed+=("$pkg")
-done
+done < "$list"
 if [ ${#needed[@]} -gt 0 ]; then
+  echo "installing Debian packages: ${needed[*]}"
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${needed[@]}" >/dev/null
 fi

@@ -1,0 +1,97 @@
+"""A small OpenAI-compatible chat-completions server on 127.0.0.1 for tests.
+
+The server answers ``POST /v1/chat/completions`` (and ``/chat/completions``) by calling a
+*responder* with the request JSON. The responder returns either a string (the assistant's text)
+or a dict with ``content`` and/or ``tool_calls`` (OpenAI format) and optional ``finish_reason``.
+Raising :class:`Transient` makes the server answer HTTP 503 once (to test retries). Every request
+is kept in ``server.requests`` for assertions.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+
+
+class Transient(Exception):
+    """Raised by a responder to make the server answer 503."""
+
+
+def _tokens(text: str) -> int:
+    return max(1, len(text.split()))
+
+
+class FakeOpenAIServer:
+    """Context manager: ``with FakeOpenAIServer(responder) as srv: srv.base_url``."""
+
+    def __init__(self, responder: Responder) -> None:
+        self.responder = responder
+        self.requests: list[dict[str, Any]] = []
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: Any) -> None:
+                return
+
+            def do_POST(self) -> None:  # noqa: N802
+                if not self.path.rstrip("/").endswith("chat/completions"):
+                    self.send_error(404)
+                    return
+                length = int(self.headers.get("Content-Length", 0))
+                body = json.loads(self.rfile.read(length) or b"{}")
+                server.requests.append(body)
+                try:
+                    reply = server.responder(body)
+                except Transient:
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/json")
+                    self.end_headers()
+                    self.wfile.write(b'{"error": {"message": "try again", "type": "overloaded"}}')
+                    return
+                if isinstance(reply, str):
+                    reply = {"content": reply}
+                message: dict[str, Any] = {"role": "assistant",
+                                           "content": reply.get("content")}
+                if reply.get("tool_calls"):
+                    message["tool_calls"] = reply["tool_calls"]
+                prompt = " ".join(str(m.get("content") or "") for m in body.get("messages", []))
+                payload = {
+                    "id": f"chatcmpl-{len(server.requests)}", "object": "chat.completion",
+                    "created": int(time.time()), "model": body.get("model", "fake"),
+                    "choices": [{"index": 0, "message": message,
+                                 "finish_reason": reply.get(
+                                     "finish_reason",
+                                     "tool_calls" if reply.get("tool_calls") else "stop")}],
+                    "usage": {"prompt_tokens": _tokens(prompt),
+                              "completion_tokens": _tokens(str(reply.get("content") or "x")),
+                              "total_tokens": _tokens(prompt) + 1},
+                }
+                data = json.dumps(payload).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        """``http://127.0.0.1:PORT/v1`` (use as litellm ``api_base`` with ``openai/<model>``)."""
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    def __enter__(self) -> FakeOpenAIServer:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._httpd.shutdown()
+        self._httpd.server_close()
+        self._thread.join(timeout=5)
