@@ -1,0 +1,150 @@
+"""Red-team corpus against the real bubblewrap sandbox: 0 bypasses, every attempt detected."""
+
+from __future__ import annotations
+
+import base64
+import os
+import socket
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pytest
+import yaml
+
+from tasks_lib.sandbox.base import Language, SandboxSpec, agent_spec, evaluator_spec
+from tasks_lib.sandbox.isolation import scan_code, scan_result, scan_workspace
+from tasks_lib.sandbox.local import BwrapSandbox
+
+CORPUS = yaml.safe_load((Path(__file__).parent / "redteam.yaml").read_text())["attempts"]
+CANARY = "CANARY-7f3e9b1d"
+SECRET_ENV = "MEDFLOWS_REDTEAM_API_KEY"
+
+pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="bwrap missing")
+
+
+class Listener:
+    """A TCP listener on 127.0.0.1 that counts connections (any connection is a bypass)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, daemon=True)
+        self._thread.start()
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                conn, _ = self.sock.accept()
+            except TimeoutError:
+                continue
+            self.connections += 1
+            conn.close()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self.sock.close()
+
+
+class Arena(NamedTuple):
+    root: Path
+    private: Path
+    other_ws: Path
+    host_out: Path
+    listener: Listener
+
+
+@pytest.fixture(scope="module")
+def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
+    root = tmp_path_factory.mktemp("redteam")
+    private, other_ws, host_out = root / "private", root / "runs" / "other" / "ws", root / "out"
+    for folder in (private, other_ws, host_out, root / "public"):
+        folder.mkdir(parents=True)
+    (private / "secret.txt").write_text(CANARY)
+    (other_ws / "plan.md").write_text(CANARY)
+    (root / "public" / "brief.md").write_text("segment the brain")
+    os.environ[SECRET_ENV] = CANARY
+    listener = Listener()
+    yield Arena(root, private, other_ws, host_out, listener)
+    listener.stop()
+    os.environ.pop(SECRET_ENV, None)
+
+
+def _fill(code: str, arena: Arena) -> str:
+    return (code.replace("{private_b64}", base64.b64encode(str(arena.private).encode()).decode())
+            .replace("{private}", str(arena.private)).replace("{other_ws}", str(arena.other_ws))
+            .replace("{host_out}", str(arena.host_out)).replace("{secret_env}", SECRET_ENV)
+            .replace("{port}", str(arena.listener.port)))
+
+
+def _spec(attempt: dict[str, Any], arena: Arena, case: Path) -> SandboxSpec:
+    forbidden = [str(arena.private), str(arena.root / "runs"), str(arena.host_out)]
+    if attempt.get("profile") == "evaluator":
+        (case / "submission").mkdir()
+        (case / "output").mkdir()
+        return evaluator_spec(arena.private, case / "submission", case / "output",
+                              forbidden=[str(arena.root / "runs"), str(arena.host_out)])
+    (case / "workspace").mkdir()
+    return agent_spec(arena.root / "public", case / "workspace", forbidden)
+
+
+def _leaked_into(folder: Path) -> bool:
+    for dirpath, _, files in os.walk(folder):
+        for name in files:
+            path = Path(dirpath) / name
+            if not path.is_symlink() and CANARY in path.read_text(errors="replace"):
+                return True
+    return False
+
+
+def test_corpus_is_large_and_varied() -> None:
+    assert len(CORPUS) >= 30
+    assert len({a["id"] for a in CORPUS}) == len(CORPUS)
+    assert {a["category"] for a in CORPUS} >= {"path_traversal", "symlink", "proc", "environment",
+                                                "absolute_path", "network", "evaluator_network"}
+
+
+@pytest.mark.parametrize("attempt", CORPUS, ids=[a["id"] for a in CORPUS])
+def test_attempt_is_blocked_and_detected(attempt: dict[str, Any], arena: Arena,
+                                         tmp_path: Path) -> None:
+    spec = _spec(attempt, arena, tmp_path)
+    code = _fill(attempt["code"], arena)
+    before = arena.listener.connections
+    result = BwrapSandbox(spec).execute(Language(attempt["language"]), code, timeout_s=20)
+
+    evaluator = attempt.get("profile") == "evaluator"
+    if not evaluator:
+        assert CANARY not in result.stdout + result.stderr, "canary leaked to output"
+        assert not _leaked_into(tmp_path / "workspace"), "canary copied into the workspace"
+    else:
+        assert not list((tmp_path / "submission").iterdir()), "evaluator wrote the submission"
+    assert not list(arena.host_out.iterdir()), "a file was written on the host"
+    assert arena.listener.connections == before, "the network listener was reached"
+    assert (arena.private / "secret.txt").read_text() == CANARY
+
+    workspace = tmp_path / ("output" if evaluator else "workspace")
+    detected = scan_code(code, spec) + scan_result(result, spec) + scan_workspace(workspace)
+    assert detected, f"attempt {attempt['id']} went unnoticed: {result}"
+
+
+def test_legitimate_work_is_not_flagged(arena: Arena, tmp_path: Path) -> None:
+    (tmp_path / "workspace").mkdir()
+    spec = agent_spec(arena.root / "public", tmp_path / "workspace", [str(arena.private)])
+    code = ("import os, numpy as np\nprint(open('/public/brief.md').read())\n"
+            "os.makedirs('/workspace/submission', exist_ok=True)\n"
+            "np.save('/workspace/submission/x.npy', np.zeros(3))\n"
+            "open('/workspace/plan.md', 'w').write('# plan')\n")
+    result = BwrapSandbox(spec).execute(Language.PYTHON, code, timeout_s=30)
+    assert result.exit_code == 0, result.stderr
+    assert "segment the brain" in result.stdout
+    assert (tmp_path / "workspace" / "submission" / "x.npy").is_file()
+    assert scan_code(code, spec) == []
+    assert scan_result(result, spec) == []
+    assert scan_workspace(tmp_path / "workspace") == []
