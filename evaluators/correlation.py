@@ -1,0 +1,64 @@
+"""Correlation between predicted and reference scores (image-quality assessment, LDCT-IQA).
+
+``plcc``, ``srocc`` and ``krocc`` are the textbook signed coefficients of
+:func:`scipy.stats.pearsonr`, :func:`~scipy.stats.spearmanr` and :func:`~scipy.stats.kendalltau`
+(Kendall's tau-b), computed once over the whole test set.
+
+*Official LDCT-IQA 2023 score*: ``|PLCC| + |SROCC| + |KROCC|`` (range 0–3). It takes **absolute
+values**, so a perfectly anti-correlated prediction scores 3 like a perfect one — the textbook
+coefficients would give −3. Edge convention: if either vector is constant the coefficients are
+undefined (scipy returns NaN) and each counts **0**.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+
+import numpy as np
+from scipy import stats
+
+from evaluators.metrics import Direction, metric
+
+_Coefficient = Callable[[Sequence[float], Sequence[float]], float]
+
+
+def _vectors(
+    prediction: Sequence[float], reference: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    pred, ref = np.asarray(prediction, dtype=float), np.asarray(reference, dtype=float)
+    if pred.shape != ref.shape or pred.ndim != 1:
+        raise ValueError(f"need two 1-D vectors of equal length, got {pred.shape} and {ref.shape}")
+    if len(pred) < 2:
+        raise ValueError("a correlation needs at least 2 items")
+    if not (np.isfinite(pred).all() and np.isfinite(ref).all()):
+        raise ValueError("scores must be finite numbers")
+    return pred, ref
+
+
+def _coefficient(fn: Callable[..., object]) -> _Coefficient:
+    def compute(prediction: Sequence[float], reference: Sequence[float]) -> float:
+        pred, ref = _vectors(prediction, reference)
+        if np.ptp(pred) == 0 or np.ptp(ref) == 0:
+            return 0.0
+        value = float(fn(pred, ref)[0])  # type: ignore[index]
+        return 0.0 if math.isnan(value) else value
+
+    compute.__doc__ = f"Signed {fn.__name__} coefficient over the whole set (constant → 0)."
+    return compute
+
+
+plcc = metric("plcc", direction=Direction.HIGHER, averaging="whole test set", missing=0.0,
+              description="Pearson linear correlation coefficient")(_coefficient(stats.pearsonr))
+srocc = metric("srocc", direction=Direction.HIGHER, averaging="whole test set", missing=0.0,
+               description="Spearman rank-order correlation")(_coefficient(stats.spearmanr))
+krocc = metric("krocc", direction=Direction.HIGHER, averaging="whole test set", missing=0.0,
+               description="Kendall rank-order correlation (tau-b)")(_coefficient(stats.kendalltau))
+
+
+@metric("ldct_iqa_score", direction=Direction.HIGHER, averaging="whole test set", missing=0.0,
+        description="|PLCC| + |SROCC| + |KROCC| (official LDCT-IQA 2023 score)")
+def ldct_iqa_score(prediction: Sequence[float], reference: Sequence[float]) -> float:
+    """The official LDCT-IQA score: the sum of the absolute coefficients."""
+    return abs(plcc(prediction, reference)) + abs(srocc(prediction, reference)) + abs(
+        krocc(prediction, reference))

@@ -1,0 +1,64 @@
+"""Topology metrics for vessel segmentation (TopCoW / TopBrain): clDice and Betti-0 error.
+
+Official TopCoW behaviour (what the leaderboards used) and how it differs from the textbook:
+
+* **clDice** (Shit et al. 2021): ``2·Tprec·Tsens / (Tprec + Tsens)`` with
+  ``Tprec = |skel(P) ∩ G| / |skel(P)|`` and ``Tsens = |skel(G) ∩ P| / |skel(G)|``.
+  *Official*: a multi-class label map is first merged to one binary vessel mask (all labels > 0),
+  an empty skeleton makes its term 0, and ``Tprec + Tsens = 0`` gives 0 — so two empty masks score
+  **0**, where the textbook formula is undefined (0/0).
+* **Betti-0 error**: per class, ``|b0(P == c) − b0(G == c)|`` with ``b0`` the number of connected
+  components under *full* connectivity (8 in 2D, 26 in 3D), averaged over the classes present in
+  the reference. *Official*: classes present only in the prediction are **ignored**, and a
+  reference with no foreground scores 0 (the textbook error would count spurious classes).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+from skimage.measure import label
+from skimage.morphology import skeletonize
+
+from evaluators.metrics import Direction, metric
+
+
+def _cl_score(skeleton: NDArray[np.bool_], volume: NDArray[np.bool_]) -> float:
+    total = int(skeleton.sum())
+    return 0.0 if total == 0 else float((skeleton & volume).sum()) / total
+
+
+@metric("cldice", direction=Direction.HIGHER, averaging="mean over cases",
+        both_empty=0.0, one_empty=0.0, missing=0.0,
+        description="centerline Dice on the binary vessel mask (official TopCoW conventions)")
+def cldice(prediction: NDArray[np.integer], reference: NDArray[np.integer]) -> float:
+    """Centerline Dice of two label maps (2D or 3D), all labels merged to foreground."""
+    pred, ref = np.asarray(prediction) > 0, np.asarray(reference) > 0
+    if pred.shape != ref.shape:
+        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+    tprec = _cl_score(skeletonize(pred).astype(bool), ref)
+    tsens = _cl_score(skeletonize(ref).astype(bool), pred)
+    return 0.0 if tprec + tsens == 0 else 2 * tprec * tsens / (tprec + tsens)
+
+
+def betti0(mask: NDArray[np.bool_]) -> int:
+    """Number of connected components of a binary mask under full connectivity."""
+    if not mask.any():
+        return 0
+    _, n = label(mask, return_num=True, connectivity=mask.ndim)
+    return int(n)
+
+
+@metric("b0_error", direction=Direction.LOWER, averaging="class average per case, mean over cases",
+        both_empty=0.0, missing=float("inf"),
+        description="class-average Betti-0 error over reference classes (official TopCoW)")
+def betti0_error(prediction: NDArray[np.integer], reference: NDArray[np.integer]) -> float:
+    """Class-average ``|b0(pred == c) − b0(ref == c)|`` over the reference's foreground classes."""
+    pred, ref = np.asarray(prediction), np.asarray(reference)
+    if pred.shape != ref.shape:
+        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+    classes = [int(c) for c in np.unique(ref) if c != 0]
+    if not classes:
+        return 0.0
+    errors = [abs(betti0(pred == c) - betti0(ref == c)) for c in classes]
+    return float(np.mean(errors))

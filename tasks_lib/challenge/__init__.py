@@ -1,0 +1,1 @@
+"""Challenge track (ReX-MLE): cards, leaderboards, submission grading, ranking and the judge."""
