@@ -3,4 +3,3 @@
 from evaluators import detection, enhancement, report_generation, segmentation, surface, vqa  # noqa: F401
 from evaluators import qa as qa  # noqa: F401
 from evaluators import correlation, instance, similarity, topology  # noqa: F401
-from evaluators import correlation, instance, similarity, topology  # noqa: F401
