@@ -16,8 +16,9 @@ from typing import Any
 from sqlalchemy import Engine, event
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import IntegrityError
-from sqlmodel import Session, SQLModel, create_engine, select
+from sqlmodel import Session, create_engine, select
 
+from tasks_lib.ledger.migrate import upgrade_to_head
 from tasks_lib.ledger.tables import PoolRow, RunRow, ScoreRow
 from tasks_lib.settings import get_settings
 
@@ -44,12 +45,12 @@ def _sqlite_engine(url: str) -> Engine:
 
 @lru_cache(maxsize=8)
 def get_engine(url: str | None = None) -> Engine:
-    """Engine for ``url`` (default: the configured ledger), with tables created."""
+    """Engine for ``url`` (default: the configured ledger), migrated to the newest schema."""
     url = url or get_settings().ledger_url
     engine = (
         _sqlite_engine(url) if url.startswith("sqlite") else create_engine(url, pool_pre_ping=True)
     )
-    SQLModel.metadata.create_all(engine)
+    upgrade_to_head(engine)
     return engine
 
 

@@ -1,4 +1,8 @@
-"""Ledger tables. Kept apart from domain types: these are storage rows, not boundary objects."""
+"""Ledger tables. Kept apart from domain types: these are storage rows, not boundary objects.
+
+The schema is managed by alembic (:mod:`tasks_lib.ledger.migrate`): a change here needs a new
+revision in ``migrations/versions`` (``tests/ledger`` fails until the two agree).
+"""
 
 from __future__ import annotations
 
@@ -23,6 +27,11 @@ class PoolRow(SQLModel, table=True):
     content_hash: str = Field(index=True)
     manifest_url: str
     n_items: int
+    kind: str = Field(default="pool", description="'pool' (constructed) or 'subset' (rotation).")
+    parents_json: str = Field(
+        default="[]", sa_column=Column(Text, nullable=False, default="[]"),
+        description="JSON list of parent pools ``{pool_id, version, content_hash}`` of a subset.",
+    )
     created_at: datetime = Field(default_factory=_now)
 
 

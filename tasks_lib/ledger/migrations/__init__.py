@@ -1,0 +1,1 @@
+"""Versioned ledger schema migrations (alembic scripts shipped inside the package)."""

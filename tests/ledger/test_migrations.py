@@ -1,0 +1,62 @@
+"""Managed schema: migrations produce exactly the tables of ``tables.py``, upgrade old ledgers in
+place (rows kept), and are safe to run again."""
+
+from __future__ import annotations
+
+from alembic import command
+from alembic.autogenerate import compare_metadata
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy import create_engine, inspect, text
+from sqlmodel import SQLModel
+
+from tasks_lib.ledger import migrate, store
+from tasks_lib.ledger.tables import PoolRow
+
+
+def test_new_ledger_is_at_head_and_matches_tables(ledger_url: str) -> None:
+    engine = store.get_engine(ledger_url)
+    assert migrate.current_revision(engine) == migrate.head_revision() == "0002"
+    with engine.connect() as conn:
+        diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
+    assert diff == [], diff
+
+
+def test_pre_migration_ledger_is_upgraded_in_place(ledger_url: str) -> None:
+    legacy = create_engine(ledger_url)
+    with legacy.begin() as conn:
+        command.upgrade(migrate.alembic_config(conn), migrate.BASELINE)
+        conn.execute(text("DROP TABLE alembic_version"))
+        conn.execute(text(
+            "INSERT INTO pools (pool_id, version, track, content_hash, manifest_url, n_items, "
+            "created_at) VALUES ('old', 1, 'qa', 'abc', 'file:///m.json', 7, "
+            "'2026-01-01 00:00:00+00:00')"))
+    legacy.dispose()
+
+    engine = store.get_engine(ledger_url)
+
+    assert migrate.current_revision(engine) == "0002"
+    columns = {c["name"] for c in inspect(engine).get_columns("pools")}
+    assert {"kind", "parents_json"} <= columns
+    assert store.find_pool_by_hash("old", "abc", ledger_url) is not None
+    assert store.next_pool_version("old", ledger_url) == 2
+    with engine.connect() as conn:
+        row = conn.execute(text("SELECT kind, parents_json FROM pools")).one()
+    assert tuple(row) == ("pool", "[]")
+
+
+def test_upgrade_again_is_a_noop(ledger_url: str) -> None:
+    engine = store.get_engine(ledger_url)
+    store.record_pool(PoolRow(pool_id="p", version=1, track="qa", content_hash="h",
+                              manifest_url="u", n_items=3), ledger_url)
+    migrate.upgrade_to_head(engine)
+    assert store.next_pool_version("p", ledger_url) == 2
+
+
+def test_downgrade_to_baseline_removes_lineage_columns(ledger_url: str) -> None:
+    engine = store.get_engine(ledger_url)
+    with engine.begin() as conn:
+        command.downgrade(migrate.alembic_config(conn), migrate.BASELINE)
+    assert migrate.current_revision(engine) == "0001"
+    assert "kind" not in {c["name"] for c in inspect(engine).get_columns("pools")}
+    migrate.upgrade_to_head(engine)
+    assert "kind" in {c["name"] for c in inspect(engine).get_columns("pools")}
