@@ -17,7 +17,13 @@ import yaml
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.metrics import METRICS
 from tasks_lib.challenge.card import (
-    Aggregate, ChallengeCard, ChallengeMetric, ChallengeType, FileFormat, Grading, GradingScope,
+    Aggregate,
+    ChallengeCard,
+    ChallengeMetric,
+    ChallengeType,
+    FileFormat,
+    Grading,
+    GradingScope,
     SubmissionLayout,
 )
 from tasks_lib.challenge.leaderboard import metric_columns_of

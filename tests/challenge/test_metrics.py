@@ -1,0 +1,188 @@
+"""Hand-computed cases for the challenge metrics, official-vs-textbook differences named."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from skimage import data
+
+import evaluators.catalog  # noqa: F401
+from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
+from evaluators.instance import instance_f1, iou_matrix
+from evaluators.metrics import METRICS, Direction
+from evaluators.similarity import lncc
+from evaluators.topology import betti0, betti0_error, cldice
+
+
+def _line(cols: range, shape: tuple[int, int] = (10, 10), row: int = 5) -> np.ndarray:
+    img = np.zeros(shape, dtype=np.int64)
+    img[row, list(cols)] = 1
+    return img
+
+
+# --- clDice -------------------------------------------------------------------------------------
+
+def test_cldice_half_a_centerline() -> None:
+    # skeletons are the lines themselves; Tprec = 4/4, Tsens = 4/8 -> 2·1·0.5/1.5
+    assert cldice(_line(range(1, 5)), _line(range(1, 9))) == pytest.approx(2 / 3)
+
+
+def test_cldice_spurious_branch_lowers_precision() -> None:
+    pred = _line(range(1, 9))
+    pred[2, 1:5] = 1  # a spurious 4-pixel branch: Tprec = 8/12, Tsens = 8/8 -> 2·(2/3)/(5/3)
+    assert cldice(pred, _line(range(1, 9))) == pytest.approx(0.8)
+
+
+def test_cldice_official_merges_classes_and_scores_empty_as_zero() -> None:
+    pred = _line(range(1, 9))
+    pred[5, 5:9] = 2  # wrong class on half the vessel: clDice is on the binary mask
+    assert cldice(pred, _line(range(1, 9))) == 1.0
+    empty = np.zeros((10, 10), dtype=np.int64)
+    assert cldice(empty, empty) == 0.0  # textbook: 0/0 undefined
+    assert cldice(empty, _line(range(1, 9))) == 0.0
+
+
+# --- Betti-0 error ------------------------------------------------------------------------------
+
+def test_betti0_full_connectivity() -> None:
+    diag = np.zeros((4, 4), dtype=bool)
+    diag[0, 0] = diag[1, 1] = True
+    assert betti0(diag) == 1  # 8-connected; a 4-connected count would say 2
+    assert betti0(np.zeros((3, 3, 3), dtype=bool)) == 0
+
+
+def test_betti0_error_class_average() -> None:
+    ref = np.zeros((10, 10), dtype=np.int64)
+    ref[0, 0] = ref[0, 5] = 1  # class 1: two components
+    ref[5, 0:3] = 2            # class 2: one component
+    pred = np.zeros_like(ref)
+    pred[0, 0:6] = 1           # class 1: one component  -> |1 - 2| = 1
+    pred[5, 0] = pred[5, 2] = pred[5, 4] = 2  # class 2: three -> |3 - 1| = 2
+    assert betti0_error(pred, ref) == 1.5
+
+
+def test_betti0_error_official_ignores_prediction_only_classes() -> None:
+    ref = np.zeros((6, 6), dtype=np.int64)
+    ref[1, 1:4] = 1
+    pred = ref.copy()
+    pred[4, 4] = 3  # a spurious class the reference lacks: not counted officially
+    assert betti0_error(pred, ref) == 0.0
+    assert betti0_error(pred, np.zeros_like(ref)) == 0.0  # no reference class -> 0
+
+
+def test_topology_metrics_work_in_3d() -> None:
+    ref = np.zeros((5, 5, 5), dtype=np.int64)
+    ref[2, 2, :] = 1
+    pred = ref.copy()
+    pred[2, 2, 2] = 0  # breaks the vessel in two
+    assert betti0_error(pred, ref) == 1.0
+    assert cldice(ref, ref) == 1.0
+
+
+# --- instance F1 --------------------------------------------------------------------------------
+
+def _cells() -> tuple[np.ndarray, np.ndarray]:
+    ref = np.zeros((20, 20), dtype=np.int64)
+    ref[5:9, 5:9] = 1        # A
+    ref[12:16, 12:16] = 2    # B
+    ref[0:4, 8:12] = 3       # C touches the border
+    pred = np.zeros_like(ref)
+    pred[5:9, 5:9] = 7       # A exactly (labels need not match or be sequential)
+    pred[13:17, 12:16] = 4   # B shifted one row: IoU 12/20 = 0.6
+    pred[5:7, 14:16] = 9     # D spurious
+    pred[0:4, 8:12] = 5      # C exactly
+    return pred, ref
+
+
+def test_iou_matrix() -> None:
+    pred, ref = _cells()
+    iou = iou_matrix(ref, pred)
+    assert iou.shape == (3, 4)
+    # columns follow sorted predicted labels 4 (B shifted), 5 (C), 7 (A), 9 (D)
+    assert iou[0, 2] == 1.0 and iou[1, 0] == pytest.approx(0.6) and iou[2, 1] == 1.0
+    assert iou[:, 3].sum() == 0.0
+
+
+@pytest.mark.parametrize(("threshold", "expected"), [
+    (0.5, 0.8),  # boundary cell C removed: TP 2, P 2/3, R 1
+    (0.6, 0.8),  # IoU exactly at the threshold counts
+    (0.7, 0.4),  # TP 1, P 1/3, R 1/2
+])
+def test_instance_f1_official(threshold: float, expected: float) -> None:
+    pred, ref = _cells()
+    assert instance_f1(pred, ref, threshold) == pytest.approx(expected)
+
+
+def test_instance_f1_textbook_keeps_boundary_cells() -> None:
+    pred, ref = _cells()
+    assert instance_f1(pred, ref, 0.5, margin=None) == pytest.approx(6 / 7)  # TP 3, P 3/4, R 1
+
+
+def test_instance_f1_empty_is_zero_officially() -> None:
+    empty = np.zeros((10, 10), dtype=np.int64)
+    assert instance_f1(empty, empty) == 0.0  # textbook convention often says 1
+
+
+def test_instance_f1_is_one_to_one() -> None:
+    ref = np.zeros((12, 12), dtype=np.int64)
+    ref[3:9, 3:9] = 1
+    pred = np.zeros_like(ref)
+    pred[3:9, 3:6], pred[3:9, 6:9] = 1, 2  # a split cell: each half IoU 0.5, only one can match
+    assert instance_f1(pred, ref, 0.5) == pytest.approx(2 / 3)  # TP 1, P 1/2, R 1
+
+
+def test_registered_thresholds() -> None:
+    pred, ref = _cells()
+    assert METRICS.get("instance_f1_0.7")(pred, ref) == pytest.approx(0.4)
+    assert METRICS.get("instance_f1_0.9").direction is Direction.HIGHER
+
+
+# --- correlation --------------------------------------------------------------------------------
+
+def test_correlations_hand_computed() -> None:
+    # deviations (-1, 0, 1) and (-1, 1, 0): r = 1/2; ranks identical -> rho = 1/2;
+    # pairs: 2 concordant, 1 discordant -> tau = 1/3
+    pred, ref = [1.0, 2.0, 3.0], [1.0, 3.0, 2.0]
+    assert plcc(pred, ref) == pytest.approx(0.5)
+    assert srocc(pred, ref) == pytest.approx(0.5)
+    assert krocc(pred, ref) == pytest.approx(1 / 3)
+    assert ldct_iqa_score(pred, ref) == pytest.approx(4 / 3)
+
+
+def test_ldct_score_official_takes_absolute_values() -> None:
+    pred, ref = [1.0, 2.0, 3.0, 4.0], [8.0, 6.0, 4.0, 2.0]
+    assert plcc(pred, ref) == pytest.approx(-1)
+    assert ldct_iqa_score(pred, ref) == pytest.approx(3)  # textbook sum would be -3
+
+
+def test_correlation_edges() -> None:
+    assert ldct_iqa_score([2.0, 2.0, 2.0], [1.0, 2.0, 3.0]) == 0.0  # constant: undefined -> 0
+    with pytest.raises(ValueError, match="at least 2"):
+        plcc([1.0], [1.0])
+    with pytest.raises(ValueError, match="equal length"):
+        plcc([1.0, 2.0], [1.0, 2.0, 3.0])
+
+
+# --- LNCC ---------------------------------------------------------------------------------------
+
+def test_lncc_identity_affine_and_inversion() -> None:
+    img = data.camera()[100:164, 100:164].astype(float)
+    assert lncc(img, img) == pytest.approx(1.0)
+    assert lncc(3 * img + 7, img) == pytest.approx(1.0)
+    assert lncc(255 - img, img) == pytest.approx(-1.0)
+
+
+def test_lncc_official_leaves_flat_windows_out() -> None:
+    img = data.camera()[100:140, 100:140].astype(float)
+    img[:, :20] = 128.0  # left half flat in both images
+    noisy = img.copy()
+    noisy[:, 20:] = img[:, 20:][:, ::-1]
+    # flat windows are excluded, not scored 0: identical images still give exactly 1
+    assert lncc(img, img) == pytest.approx(1.0)
+    assert lncc(noisy, img) < 0.9
+
+
+def test_lncc_constant_images() -> None:
+    flat = np.full((16, 16), 5.0)
+    assert lncc(flat, np.full((16, 16), 9.0)) == 1.0  # both normalise to 0: equal
+    assert lncc(flat, data.camera()[:16, :16].astype(float)) == 0.0
