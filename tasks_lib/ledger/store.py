@@ -129,6 +129,15 @@ def scores_for(run_ids: Sequence[str], url: str | None = None) -> list[ScoreRow]
     return list(rows)
 
 
+def pools(url: str | None = None, **filters: Any) -> list[PoolRow]:
+    """Pool versions matching equality filters on column names."""
+    with session(url) as s:
+        query = select(PoolRow)
+        for name, value in filters.items():
+            query = query.where(getattr(PoolRow, name) == value)
+        return list(s.exec(query).all())
+
+
 def runs(url: str | None = None, **filters: Any) -> list[RunRow]:
     """Runs matching equality filters on column names."""
     with session(url) as s:
