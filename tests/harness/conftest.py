@@ -1,0 +1,59 @@
+"""Harness fixtures: a private Docker engine started by the tests and stopped by PID."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def docker_host() -> Iterator[str]:
+    """``unix://`` URL of a dockerd started for this session (vfs, no iptables, no bridge)."""
+    if shutil.which("dockerd") is None:
+        pytest.skip("dockerd not installed (scripts/system-deps.sh installs docker.io)")
+    root = Path(tempfile.mkdtemp(prefix="mfd-", dir="/tmp"))
+    sock = root / "docker.sock"
+    log = (root / "dockerd.log").open("wb")
+    proc = subprocess.Popen(
+        ["dockerd", "--storage-driver=vfs", "--iptables=false", "--ip6tables=false",
+         "--bridge=none", f"--data-root={root / 'data'}", f"--exec-root={root / 'exec'}",
+         f"--pidfile={root / 'dockerd.pid'}", f"--host=unix://{sock}",
+         f"--containerd-namespace=mf{os.getpid()}",
+         f"--containerd-plugins-namespace=mfp{os.getpid()}"],
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        for _ in range(120):
+            if sock.exists() and subprocess.run(
+                    ["docker", "-H", f"unix://{sock}", "version"], capture_output=True,
+                    check=False).returncode == 0:
+                break
+            if proc.poll() is not None:
+                pytest.fail(f"dockerd exited: {(root / 'dockerd.log').read_text()[-2000:]}")
+            time.sleep(0.5)
+        else:
+            pytest.fail("dockerd did not come up within 60 s")
+        yield f"unix://{sock}"
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        log.close()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.fixture
+def docker_env(docker_host: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Point the docker SDK at the session's engine."""
+    monkeypatch.setenv("DOCKER_HOST", docker_host)
+    return docker_host

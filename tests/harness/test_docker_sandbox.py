@@ -1,0 +1,44 @@
+"""Real containers: the Docker backend runs code, enforces caps and blocks breach attempts."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.sandbox.base import Language, agent_spec
+from tasks_lib.sandbox.docker_backend import DockerSandbox
+
+pytestmark = pytest.mark.slow
+
+
+def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
+                                                          tmp_path: Path) -> None:
+    (tmp_path / "public").mkdir()
+    (tmp_path / "workspace").mkdir()
+    (tmp_path / "private").mkdir()
+    (tmp_path / "public" / "in.txt").write_text("hello")
+    (tmp_path / "private" / "secret.txt").write_text("CANARY")
+    sandbox = DockerSandbox(agent_spec(tmp_path / "public", tmp_path / "workspace",
+                                       [str(tmp_path / "private")]))
+    try:
+        ok = sandbox.execute(Language.PYTHON, "import numpy, os\n"
+                             "print(open('/public/in.txt').read(), os.getuid())\n"
+                             "open('/workspace/out.txt', 'w').write('done')", 60)
+        assert (ok.exit_code, ok.stdout) == (0, "hello 1000\n"), ok.stderr
+        assert (tmp_path / "workspace" / "out.txt").read_text() == "done"
+        leak = sandbox.execute(Language.BASH, f"cat {tmp_path}/private/secret.txt; "
+                               "echo x > /public/y; echo x > /etc/y", 30)
+        assert "CANARY" not in leak.stdout and leak.exit_code != 0
+        assert "Read-only file system" in leak.stderr
+        assert not (tmp_path / "public" / "y").exists()
+        net = sandbox.execute(Language.PYTHON, "import socket\n"
+                              "socket.create_connection(('1.1.1.1', 53), timeout=3)", 30)
+        assert "Network is unreachable" in net.stderr
+        slow = sandbox.execute(Language.BASH, "echo early > /workspace/early; sleep 30 & "
+                               "sleep 30; echo late > /workspace/late", 2)
+        assert slow.timed_out and slow.duration_s < 15
+        assert (tmp_path / "workspace" / "early").exists()
+        assert not (tmp_path / "workspace" / "late").exists()
+    finally:
+        sandbox.close()
