@@ -100,3 +100,55 @@ def benchmark_rank_cmd(
         typer.echo(f"{r.challenge:22} N={r.n_competitors:<3} mean rank {mean:8} "
                    f"percentile {_pct(r.percentile)}")
     typer.echo(f"benchmark rank {_pct(report.benchmark_rank)}")
+
+
+@challenge_app.command("judge")
+@user_errors
+def judge_cmd(
+    trace: Path = typer.Option(..., help="conversation.json of a run, or a plain-text trace."),
+    challenge: str = typer.Option(..., help="Challenge id the run attempted."),
+    agent: str = typer.Option(..., help="Agent id."),
+    run_id: str = typer.Option(..., help="Run id."),
+    model: str = typer.Option(None, help="Judge model (default: the judge_model setting)."),
+    context_tokens: int = typer.Option(16000, min=1000, help="Judge model context window."),
+    out: Path = typer.Option(None, help="Also write the JSON result to this file."),
+) -> None:
+    """Which of the 13 winning strategies a run's trace shows evidence of (prints JSON)."""
+    from tasks_lib.challenge.judge import JudgeConfig, judge_trace, read_trace
+    from tasks_lib.settings import get_settings
+
+    config = JudgeConfig(model=model or get_settings().judge_model, context_tokens=context_tokens)
+    result = judge_trace(read_trace(trace), run_id=run_id, agent_id=agent, challenge=challenge,
+                         config=config)
+    text = result.model_dump_json(indent=2)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+    typer.echo(text)
+    if result.failed_sections:
+        typer.echo(f"warning: sections {result.failed_sections} failed after retries; "
+                   "scores cover the other sections only", err=True)
+
+
+@challenge_app.command("capability")
+@user_errors
+def capability_cmd(
+    runs: list[Path] = typer.Argument(..., help="JSON files written by `challenge judge --out`."),
+    by: str = typer.Option("agent", help="agent | challenge."),
+) -> None:
+    """Strategy rates per agent or per challenge over judged runs (prints JSON)."""
+    import json
+
+    from pydantic import ValidationError
+
+    from evaluators.judges.capability import GroupBy, RunCapability, aggregate
+
+    if by not in {g.value for g in GroupBy}:
+        raise fail(f"--by must be agent or challenge, got {by!r}")
+    judged = []
+    for path in runs:
+        try:
+            judged.append(RunCapability.model_validate_json(path.read_bytes()))
+        except (OSError, ValidationError) as exc:
+            raise fail(f"{path}: not a judged run: {exc}") from None
+    typer.echo(json.dumps([s.model_dump(mode="json") for s in aggregate(judged, GroupBy(by))],
+                          indent=2))
