@@ -11,7 +11,7 @@ from flows.report import report_qa
 from flows.score import score_qa
 from tasks_lib.domain import Frozen
 from tasks_lib.qa.report import ReportFiles
-from tasks_lib.settings import get_settings
+from tasks_lib.qa.replay_report import default_source
 
 HARD_MODELS = [
     "gpt-4o-mini", "gpt-4o", "o1-mini", "o3-mini", "QwQ-32B-Preview", "DeepSeek-R1",
@@ -32,7 +32,7 @@ def qa_benchmark(pool_id: str = "medagentsbench-hard", per_dataset: int = 100,
                  replay: str | None = None) -> BenchmarkResult:
     """construct (first protocol, 10 models, no MELD, auto-approve) → execute (replay) → score →
     report."""
-    source = str(get_settings().data_root / "medagentsbench")
+    source = default_source()
     pool = construct_qa(pool_id=pool_id, source=source, models=HARD_MODELS,
                         per_dataset=per_dataset, meld=False, auto_approve=True).url
     execute_qa(pool=pool, replay=replay or f"{source}/predictions/hard.csv.gz")

@@ -14,7 +14,7 @@ from evaluators.registry import UnknownNameError
 from flows.cli.groups import (
     app, build_app, execute_app, fail, qa_app, report_app, score_app, split_list,
 )
-from tasks_lib.domain import SelectionRule
+from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.errors import InputDataError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -60,6 +60,13 @@ def build_qa(
 ) -> None:
     """Build a hard multiple-choice QA pool (construct DAG); prints a JSON summary."""
     from flows.construct import construct_qa
+    from tasks_lib.qa.predictions import load_predictions
+    from tasks_lib.taskspec import load_card
+
+    for dataset in split_list(datasets) or []:
+        load_card(Track.QA, dataset)
+    if predictions:
+        load_predictions(_url(predictions), split_list(models))
 
     published = construct_qa(
         pool_id=pool_id, datasets=split_list(datasets), source=_url(source) if source else None,
@@ -86,11 +93,13 @@ def qa_replay(
 ) -> None:
     """Accuracy per (dataset, model, method) group of a recorded predictions file."""
     from tasks_lib.qa.pool import load_pool
+    from tasks_lib.qa.predictions import load_predictions
     from tasks_lib.qa.replay_report import card_references, replay_accuracy
     from tasks_lib.storage import Storage
 
+    frame = load_predictions(predictions)
     refs = load_pool(Storage(_url(pool))).references if pool else card_references(source)
-    summary = replay_accuracy(predictions, refs)
+    summary = replay_accuracy(frame, refs)
     if summary.unmatched_rows:
         typer.echo(f"note: {summary.unmatched_rows} prediction rows name items that are not "
                    f"{'in the pool' if pool else 'in any dataset card'}; not scored", err=True)

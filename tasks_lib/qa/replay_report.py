@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import pandas as pd
 from pydantic import Field
 
 from evaluators.qa import exact_match
 from tasks_lib.domain import Frozen, Track
 from tasks_lib.qa.ingest import normalize_item, read_questions
-from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import QAItem, QAReference
+from tasks_lib.settings import get_settings
 from tasks_lib.taskspec import list_cards, load_card, resolve_data_path
 
 
@@ -32,12 +33,17 @@ class ReplaySummary(Frozen):
     unscored_groups: list[str] = Field(description="Groups with no scorable item.")
 
 
+def default_source() -> str:
+    """The folder QA cards' relative paths resolve against: ``<data root>/medagentsbench``."""
+    return str(get_settings().data_root / "medagentsbench")
+
+
 def card_references(source: str | None = None) -> dict[str, QAReference]:
     """References of every item of every QA card (answers as normalized by construct)."""
     refs: dict[str, QAReference] = {}
     for dataset in list_cards(Track.QA):
         card = load_card(Track.QA, dataset)
-        path = resolve_data_path(card.source.questions, source)
+        path = resolve_data_path(card.source.questions, source or default_source())
         for item in read_questions(dataset, path).items:
             norm = normalize_item(item, path)
             if isinstance(norm, QAItem):
@@ -46,9 +52,9 @@ def card_references(source: str | None = None) -> dict[str, QAReference]:
     return refs
 
 
-def replay_accuracy(predictions: str, references: dict[str, QAReference]) -> ReplaySummary:
-    """Score every group of ``predictions`` against ``references`` (first row per item wins)."""
-    frame = load_predictions(predictions)
+def replay_accuracy(frame: pd.DataFrame, references: dict[str, QAReference]) -> ReplaySummary:
+    """Score every group of a predictions frame (see :func:`load_predictions`) against
+    ``references``; the loader already kept the first row per item."""
     correct: dict[tuple[str, str, str], int] = defaultdict(int)
     scored: dict[tuple[str, str, str], int] = defaultdict(int)
     groups: list[tuple[str, str, str]] = []

@@ -1,0 +1,104 @@
+"""Reasoning methods: call budgets, voting, option shuffling, and the real litellm path."""
+
+from __future__ import annotations
+
+import pytest
+from support.openai_server import FakeOpenAIServer, Transient
+from support.qa_fakes import ScriptedModel, TextAnswerModel
+
+from tasks_lib.agents import AgentSpec, Harness
+from tasks_lib.llm import Completion, LiteLLMCompletion, Message
+from tasks_lib.pricing import price_snapshot
+from tasks_lib.qa.methods import METHODS, MethodContext, majority
+from tasks_lib.qa.runner import run_agent, total_cost
+from tasks_lib.qa.types import Exemplar, PublicQAItem
+
+ITEM = PublicQAItem(dataset="medqa", realidx="1", question="Which anticoagulant acts on antithrombin?",
+                    options={"A": "Aspirin", "B": "Heparin", "C": "Warfarin", "D": "Clopidogrel"})
+
+
+@pytest.mark.parametrize(
+    ("method", "calls"),
+    [("zero_shot", 1), ("few_shot", 1), ("cot", 1), ("cot_sc", 5), ("multi_persona", 7),
+     ("medprompt", 3), ("self_refine", 3)],
+)
+def test_call_budgets_and_answer(method: str, calls: int) -> None:
+    model = ScriptedModel("Step by step... The answer is (B).")
+    result = METHODS.get(method)(ITEM, "m", model, MethodContext())
+    assert result.calls == calls == len(model.calls)
+    assert result.prompt_tokens == 10 * calls and result.completion_tokens == 5 * calls
+    if method != "medprompt":
+        assert result.answer == "B"
+
+
+def test_self_refine_stops_after_three_rounds_when_unstable() -> None:
+    answers = iter(["The answer is (A)", "fb", "The answer is (B)", "fb", "The answer is (C)",
+                    "fb", "The answer is (D)"])
+
+    class Flipping(ScriptedModel):
+        def reply(self, messages: list[Message]) -> str:
+            return next(answers)
+
+    result = METHODS.get("self_refine")(ITEM, "m", Flipping(), MethodContext())
+    assert result.calls == 7 and result.answer == "D"
+
+
+def test_medprompt_maps_shuffled_letters_back() -> None:
+    result = METHODS.get("medprompt")(ITEM, "m", TextAnswerModel(), MethodContext(seed=1))
+    assert result.answer == "B"
+
+
+def test_few_shot_puts_exemplars_in_the_prompt() -> None:
+    model = ScriptedModel("B")
+    ex = [Exemplar(dataset="medqa", question="Q-ex", options={"A": "x", "B": "y"}, answer_idx="A")]
+    METHODS.get("few_shot")(ITEM, "m", model, MethodContext(exemplars=ex))
+    assert "Q-ex" in model.calls[0][-1].content and "Answer: A" in model.calls[0][-1].content
+
+
+def test_majority_vote_ties_go_to_first_seen() -> None:
+    assert majority(["C", "B", "B", "C", None]) == "C"
+    assert majority([None, None]) is None
+
+
+def test_cot_sc_majority_over_samples() -> None:
+    replies = iter(["answer: A", "answer: C", "answer: C", "no idea", "answer: A", ])
+
+    class Varied(ScriptedModel):
+        def reply(self, messages: list[Message]) -> str:
+            return next(replies)
+
+    result = METHODS.get("cot_sc")(ITEM, "m", Varied(), MethodContext())
+    assert result.answer == "A" and result.calls == 5
+
+
+def test_litellm_path_against_local_server_with_retry() -> None:
+    seen = {"n": 0}
+
+    def responder(body: dict) -> str:  # type: ignore[type-arg]
+        seen["n"] += 1
+        if seen["n"] == 1:
+            raise Transient
+        assert body["temperature"] == 0.0
+        return "Heparin potentiates antithrombin. The answer is (B)."
+
+    with FakeOpenAIServer(responder) as srv:
+        agent = AgentSpec(agent_id="fake@cot", harness=Harness.QA_METHOD, model="openai/fake",
+                          method="cot", params={"api_base": srv.base_url})
+        answers = run_agent(agent, [ITEM], {}, price_snapshot())
+    assert seen["n"] == 2
+    assert answers[0].answer == "B" and "antithrombin" in (answers[0].raw or "")
+    assert answers[0].prompt_tokens and answers[0].cost_usd is None  # unknown model: cost null
+    assert total_cost(answers) is None
+
+
+def test_known_model_cost_from_price_snapshot() -> None:
+    snap = price_snapshot()
+    assert snap.cost("gpt-4o", 1_000_000, 1_000_000) == pytest.approx(12.5)
+    assert snap.cost("unknown-model", 10, 10) is None
+
+
+def test_completion_reports_truncation() -> None:
+    with FakeOpenAIServer(lambda body: {"content": "The answer", "finish_reason": "length"}) as s:
+        reply = LiteLLMCompletion(api_base=s.base_url)("openai/x", [Message(role="user",
+                                                                           content="hi")])
+    assert isinstance(reply, Completion) and reply.truncated
