@@ -48,6 +48,15 @@ GRADING: dict[str, dict[str, Grading]] = {
                              "topcow-track2-task1")},
 }
 
+EXTRA_NOTES = {
+    "usenhance": ["ssim and psnr are graded with the shared imaging metrics (Gaussian-weighted "
+                  "SSIM, data range of the reference, PSNR capped at 100 dB); the ReX-MLE grader "
+                  "used the joint range of both images and an uncapped PSNR."],
+    "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
+                        "an image without any true positive scores F1 = 0 (see "
+                        "evaluators/instance.py)."],
+}
+
 _MASKS = "one {fmt} label map per case, same grid as the image; path relative to the folder"
 LAYOUTS: dict[str, SubmissionLayout] = {
     "ldct-iqa": SubmissionLayout(
@@ -104,6 +113,7 @@ def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> Challe
         missing = [m.name for m in metrics if m.grading is None]
         notes.append(f"Rank-only: no registered metric grades {', '.join(missing)} yet; rank "
                      "metric values computed elsewhere with `medflows challenge rank`.")
+    notes += EXTRA_NOTES.get(challenge_id, [])
     kind = ChallengeType(str(meta["competition_type"]))
     n_rows = len(pd.read_csv(folder / "leaderboard.csv"))
     return ChallengeCard(

@@ -152,3 +152,25 @@ def capability_cmd(
             raise fail(f"{path}: not a judged run: {exc}") from None
     typer.echo(json.dumps([s.model_dump(mode="json") for s in aggregate(judged, GroupBy(by))],
                           indent=2))
+
+
+@challenge_app.command("grade")
+@user_errors
+def grade_cmd(
+    challenge: str = typer.Option(..., help="Challenge id (a gradable card)."),
+    submission: Path = typer.Option(..., help="Folder with submission.csv and its files."),
+    reference: Path = typer.Option(..., help="Private folder with reference.csv and its files."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Grade a submission folder with registered metrics and rank it on the leaderboard."""
+    from tasks_lib.challenge.grade import grade_and_rank
+
+    report = grade_and_rank(challenge, submission, reference)
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    if report.invalid_reason:
+        typer.echo(f"{report.challenge}: INVALID submission: {report.invalid_reason}")
+    for name, value in (report.metrics or {}).items():
+        typer.echo(f"  {name:24} {value:.4f}  position {report.rank.positions[name]}")
+    typer.echo(f"{report.challenge}: percentile {_pct(report.rank.percentile)}")

@@ -1,0 +1,184 @@
+"""Grade a submission folder with registered metrics, then rank it on the human leaderboard.
+
+A submission folder holds ``submission.csv`` (the card's id column plus its value or file
+columns) and the prediction files it names, relative to the folder. The private reference folder
+has the same layout with ``reference.csv``. Policy (ReX-MLE): a missing, extra or duplicated
+case, a missing or unreadable prediction file, or a prediction of the wrong shape makes the
+submission **invalid** (:class:`InvalidSubmissionError`) and it ranks as failed, percentile 0.
+A broken reference folder is our fault (:class:`InputDataError`) and fails loudly.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+from prefect import task
+from pydantic import Field
+
+import evaluators.catalog  # noqa: F401  (registers every metric)
+from evaluators.metrics import METRICS
+from tasks_lib.challenge.card import (
+    Aggregate,
+    ChallengeCard,
+    ChallengeMetric,
+    FileFormat,
+    GradingScope,
+    load_challenge,
+)
+from tasks_lib.challenge.rank import RankReport, rank_one
+from tasks_lib.domain import Frozen
+from tasks_lib.errors import InputDataError, InvalidSubmissionError
+
+SUBMISSION_CSV = "submission.csv"
+REFERENCE_CSV = "reference.csv"
+
+
+class GradeReport(Frozen):
+    """A graded and ranked submission (the `challenge grade` output)."""
+
+    challenge: str = Field(description="Challenge id.")
+    n_cases: int = Field(description="Reference cases graded (0 if invalid).")
+    metrics: dict[str, float] | None = Field(description="Leaderboard column → value.")
+    invalid_reason: str | None = Field(default=None, description="Why the submission failed.")
+    rank: RankReport = Field(description="Leaderboard placement (percentile 0 if invalid).")
+
+
+def _read_table(folder: Path, name: str, card: ChallengeCard,
+                error: Callable[[str], Exception]) -> pd.DataFrame:
+    layout = card.submission
+    path = folder / name
+    if not path.is_file():
+        raise error(f"{path} not found")
+    frame = pd.read_csv(path, dtype={layout.id_column: str})
+    needed = [layout.id_column, *layout.value_columns]
+    needed += [layout.file_column] if layout.file_column else []
+    missing = [c for c in needed if c not in frame.columns]
+    if missing:
+        raise error(f"{path}: missing column(s) {', '.join(missing)}; expected {needed}")
+    duplicated = sorted(frame[layout.id_column][frame[layout.id_column].duplicated()])
+    if duplicated:
+        raise error(f"{path}: duplicated case id(s) {duplicated[:5]}")
+    return frame.set_index(layout.id_column)
+
+
+def _reference_error(message: str) -> Exception:
+    return InputDataError("reference folder", message)
+
+
+def load_array(path: Path, fmt: FileFormat) -> NDArray[Any]:
+    """Read one prediction/reference file (``.npy`` is always accepted)."""
+    if path.suffix == ".npy":
+        return np.asarray(np.load(path, allow_pickle=False))
+    if fmt is FileFormat.NIFTI:
+        import nibabel as nib
+
+        return np.asarray(nib.load(path).get_fdata())  # type: ignore[attr-defined]
+    if fmt is FileFormat.TIFF and path.suffix in (".tif", ".tiff"):
+        import tifffile
+
+        return np.asarray(tifffile.imread(path))
+    import imageio.v3 as iio
+
+    return np.asarray(iio.imread(path))
+
+
+def _case_file(folder: Path, rel: object, fmt: FileFormat, case: str) -> NDArray[Any]:
+    path = (folder / str(rel)).resolve()
+    if not path.is_relative_to(folder.resolve()):
+        raise InvalidSubmissionError(f"case {case}: path {rel!r} leaves the submission folder")
+    if not path.is_file():
+        raise InvalidSubmissionError(f"case {case}: prediction file {rel!r} not found")
+    try:
+        return load_array(path, fmt)
+    except (OSError, ValueError) as exc:
+        raise InvalidSubmissionError(f"case {case}: cannot read {rel!r}: {exc}") from None
+
+
+def _per_case(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataFrame,
+              ref: pd.DataFrame, sub_dir: Path, ref_dir: Path) -> dict[str, float]:
+    layout = card.submission
+    if layout.file_column is None or layout.file_format is None:
+        raise InputDataError(card.task_id, "per-case grading needs a file_column in the card")
+    column, fmt = layout.file_column, layout.file_format
+    values: dict[str, list[float]] = {m.name: [] for m in metrics}
+    for case in ref.index:
+        truth = load_array(ref_dir / str(ref.at[case, column]), fmt)
+        pred = _case_file(sub_dir, sub.at[case, column], fmt, case)
+        if pred.shape != truth.shape:
+            raise InvalidSubmissionError(
+                f"case {case}: prediction shape {pred.shape} differs from {truth.shape}")
+        for m in metrics:
+            assert m.grading is not None
+            values[m.name].append(float(METRICS.get(m.grading.evaluator)(pred, truth)))
+    return {m.name: _aggregate(values[m.name], m) for m in metrics}
+
+
+def _aggregate(values: list[float], metric: ChallengeMetric) -> float:
+    assert metric.grading is not None
+    if metric.grading.aggregate is Aggregate.MEDIAN:
+        return float(statistics.median(values))
+    return float(np.mean(values))
+
+
+def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataFrame,
+               ref: pd.DataFrame) -> dict[str, float]:
+    column = card.submission.value_columns[0]
+    pred = pd.to_numeric(sub.loc[ref.index, column], errors="coerce")
+    if pred.isna().any() or not np.isfinite(pred.to_numpy()).all():
+        bad = list(pred.index[~np.isfinite(pred.to_numpy(dtype=float, na_value=np.nan))])[:5]
+        raise InvalidSubmissionError(f"column {column!r} is not a finite number for {bad}")
+    truth = ref[column].astype(float).to_numpy()
+    out = {}
+    for m in metrics:
+        assert m.grading is not None
+        out[m.name] = float(METRICS.get(m.grading.evaluator)(pred.to_numpy(), truth))
+    return out
+
+
+def grade_submission(card: ChallengeCard, submission_dir: Path,
+                     reference_dir: Path) -> tuple[dict[str, float], int]:
+    """Every ranked metric of a valid submission and the number of cases graded.
+
+    Raises:
+        InvalidSubmissionError: the submission breaks the layout (see the module docstring).
+        InputDataError: the card is not gradable or the reference folder is broken.
+    """
+    ungraded = [m.name for m in card.metrics if m.grading is None]
+    if ungraded:
+        raise InputDataError(card.task_id, f"not gradable: no grader for {', '.join(ungraded)}")
+    ref = _read_table(reference_dir, REFERENCE_CSV, card, _reference_error)
+    sub = _read_table(submission_dir, SUBMISSION_CSV, card, InvalidSubmissionError)
+    missing = sorted(set(ref.index) - set(sub.index))
+    extra = sorted(set(sub.index) - set(ref.index))
+    if missing or extra:
+        raise InvalidSubmissionError(
+            f"case ids differ from the reference: missing {missing[:5]}, unexpected {extra[:5]}")
+    per_case = [m for m in card.metrics if m.grading and m.grading.scope is GradingScope.PER_CASE]
+    whole = [m for m in card.metrics if m.grading and m.grading.scope is GradingScope.WHOLE_SET]
+    values = _per_case(card, per_case, sub, ref, submission_dir, reference_dir) if per_case else {}
+    values |= _whole_set(card, whole, sub, ref) if whole else {}
+    return {name: values[name] for name in card.metric_names}, len(ref)
+
+
+def grade_and_rank(challenge: str, submission_dir: Path, reference_dir: Path) -> GradeReport:
+    """Grade a submission folder and place it on the leaderboard (invalid → percentile 0)."""
+    card = load_challenge(challenge)
+    try:
+        metrics, n_cases = grade_submission(card, submission_dir, reference_dir)
+    except InvalidSubmissionError as exc:
+        return GradeReport(challenge=card.task_id, n_cases=0, metrics=None,
+                           invalid_reason=str(exc), rank=rank_one(card.task_id, None))
+    return GradeReport(challenge=card.task_id, n_cases=n_cases, metrics=metrics,
+                       rank=rank_one(card.task_id, metrics))
+
+
+@task(task_run_name="grade-{challenge}")
+def grade_step(challenge: str, submission_dir: Path, reference_dir: Path) -> GradeReport:
+    """Step: grade and rank one stored submission folder (pure computation, no retries)."""
+    return grade_and_rank(challenge, submission_dir, reference_dir)

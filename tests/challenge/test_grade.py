@@ -1,0 +1,168 @@
+"""Grading submission folders end to end: ldct-iqa (CSV only), neurips-cellseg, usenhance."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v3 as iio
+import numpy as np
+import pandas as pd
+import pytest
+import tifffile
+from scipy.ndimage import gaussian_filter
+from skimage import data
+from skimage.filters import threshold_otsu
+from skimage.measure import label
+from skimage.morphology import closing, disk
+from skimage.segmentation import clear_border
+from typer.testing import CliRunner
+
+import flows.cli.challenge  # noqa: F401
+from evaluators.enhancement import psnr, ssim
+from evaluators.similarity import lncc
+from flows.cli.groups import app
+from tasks_lib.challenge.grade import grade_and_rank
+from tasks_lib.errors import InputDataError
+
+
+def _folder(root: Path, name: str, csv: str, rows: list[dict[str, object]]) -> Path:
+    folder = root / name
+    folder.mkdir(parents=True, exist_ok=True)
+    pd.DataFrame(rows).to_csv(folder / csv, index=False)
+    return folder
+
+
+# --- ldct-iqa: CSV only, whole-set correlation --------------------------------------------------
+
+def _ldct(tmp_path: Path, predicted: list[float]) -> tuple[Path, Path]:
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": f"s{i:02d}", "quality_score": float(i)} for i in range(10)])
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": f"s{i:02d}", "quality_score": v} for i, v in enumerate(predicted)])
+    return sub, ref
+
+
+def test_ldct_one_swap(tmp_path: Path) -> None:
+    sub, ref = _ldct(tmp_path, [0, 1, 2, 3, 4, 5, 6, 7, 9, 8])
+    report = grade_and_rank("ldct-iqa", sub, ref)
+    # values are their own ranks: PLCC = SROCC = 1 - 6·2/(10·99); one discordant pair of 45
+    expected = 2 * (1 - 12 / 990) + 43 / 45
+    assert report.metrics == {"score": pytest.approx(expected)}
+    assert report.n_cases == 10 and report.invalid_reason is None
+    assert report.rank.positions == {"score": 1} and report.rank.percentile == 1.0
+
+
+def test_ldct_anticorrelated_scores_like_perfect_officially(tmp_path: Path) -> None:
+    sub, ref = _ldct(tmp_path, [9.0 - i for i in range(10)])
+    assert grade_and_rank("ldct-iqa", sub, ref).metrics == {"score": pytest.approx(3.0)}
+
+
+@pytest.mark.parametrize(("edit", "reason"), [
+    (lambda f: f.iloc[:-1], "missing ['s09']"),
+    (lambda f: f.assign(quality_score=["x"] + [1.0] * 9), "not a finite number"),
+    (lambda f: pd.concat([f, f.iloc[:1]]), "duplicated case id"),
+    (lambda f: f.rename(columns={"quality_score": "score"}), "missing column(s) quality_score"),
+])
+def test_ldct_invalid_submissions_rank_as_failed(tmp_path: Path, edit: object, reason: str) -> None:
+    sub, ref = _ldct(tmp_path, [float(i) for i in range(10)])
+    frame = pd.read_csv(sub / "submission.csv")
+    edit(frame).to_csv(sub / "submission.csv", index=False)  # type: ignore[operator]
+    report = grade_and_rank("ldct-iqa", sub, ref)
+    assert report.metrics is None and report.invalid_reason and reason in report.invalid_reason
+    assert report.rank.percentile == 0.0 and report.rank.mean_rank is None
+
+
+def test_missing_reference_is_our_error(tmp_path: Path) -> None:
+    sub, _ = _ldct(tmp_path, [float(i) for i in range(10)])
+    with pytest.raises(InputDataError, match=r"reference\.csv not found"):
+        grade_and_rank("ldct-iqa", sub, tmp_path / "nowhere")
+
+
+def test_rank_only_card_cannot_be_graded(tmp_path: Path) -> None:
+    with pytest.raises(InputDataError, match="not gradable: no grader for dice"):
+        grade_and_rank("isles22", tmp_path, tmp_path)
+
+
+# --- neurips-cellseg: instance masks ------------------------------------------------------------
+
+def _coin_cells() -> np.ndarray:
+    coins = data.coins()
+    labels = label(closing(coins > threshold_otsu(coins), disk(2)))
+    small = np.flatnonzero(np.bincount(labels.ravel()) < 50)
+    labels[np.isin(labels, small)] = 0
+    return label(labels > 0).astype(np.uint16)
+
+
+def test_cellseg_end_to_end(tmp_path: Path) -> None:
+    ref_cells = _coin_cells()
+    interior = clear_border(ref_cells, buffer_size=1)  # the 2-pixel frame of the official code
+    interior_ids = [int(i) for i in np.unique(interior) if i]
+    n = len(interior_ids)
+    dropped = ref_cells.copy()
+    dropped[np.isin(dropped, interior_ids[:3])] = 0  # three interior cells missed
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": "a", "predicted_mask_path": "a.tiff"},
+                   {"image_id": "b", "predicted_mask_path": "b.tiff"}])
+    tifffile.imwrite(ref / "a.tiff", ref_cells)
+    tifffile.imwrite(ref / "b.tiff", ref_cells)
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": "a", "predicted_mask_path": "masks/a.png"},
+                   {"image_id": "b", "predicted_mask_path": "masks/b.npy"}])
+    (sub / "masks").mkdir()
+    relabelled = np.where(ref_cells > 0, ref_cells + 100, 0).astype(np.uint16)
+    iio.imwrite(sub / "masks/a.png", relabelled)  # same cells, other label values
+    np.save(sub / "masks/b.npy", dropped)
+
+    report = grade_and_rank("neurips-cellseg", sub, ref)
+    expected = (1 + 2 * (n - 3) / (2 * n - 3)) / 2  # image b: TP n-3, P 1, R (n-3)/n
+    assert n > 10
+    assert report.metrics == {f"f1_{t}": pytest.approx(expected)
+                              for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
+    assert report.rank.n_competitors == 10 and 0 < report.rank.percentile <= 1
+
+
+def test_cellseg_wrong_shape_and_escaping_path(tmp_path: Path) -> None:
+    cells = _coin_cells()
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": "a", "predicted_mask_path": "a.npy"}])
+    np.save(ref / "a.npy", cells)
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": "a", "predicted_mask_path": "a.npy"}])
+    np.save(sub / "a.npy", cells[:-1])
+    assert "shape" in (grade_and_rank("neurips-cellseg", sub, ref).invalid_reason or "")
+    pd.DataFrame([{"image_id": "a", "predicted_mask_path": "../ref/a.npy"}]).to_csv(
+        sub / "submission.csv", index=False)
+    assert "leaves the submission folder" in (
+        grade_and_rank("neurips-cellseg", sub, ref).invalid_reason or "")
+
+
+# --- usenhance: image enhancement ---------------------------------------------------------------
+
+def test_usenhance_end_to_end(tmp_path: Path) -> None:
+    images = {"cam": data.camera()[::4, ::4].astype(float), "moon": data.moon()[::4, ::4] * 1.0}
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": k, "enhanced_image_path": f"{k}.png"} for k in images])
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": k, "enhanced_image_path": f"out/{k}.npy"} for k in images])
+    (sub / "out").mkdir()
+    preds = {}
+    for k, img in images.items():
+        iio.imwrite(ref / f"{k}.png", img.astype(np.uint8))
+        preds[k] = gaussian_filter(img, sigma=1.0)
+        np.save(sub / f"out/{k}.npy", preds[k])
+    report = grade_and_rank("usenhance", sub, ref)
+    truth = {k: img.astype(np.uint8).astype(float) for k, img in images.items()}
+    for name, fn in (("lncc", lncc), ("ssim", ssim), ("psnr", psnr)):
+        expected = np.mean([fn(preds[k], truth[k]) for k in images])
+        assert report.metrics is not None and report.metrics[name] == pytest.approx(expected)
+    assert set(report.rank.positions) == {"lncc", "ssim", "psnr"}
+
+
+def test_grade_cli_json(tmp_path: Path) -> None:
+    sub, ref = _ldct(tmp_path, [float(i) for i in range(10)])
+    result = CliRunner().invoke(app, ["challenge", "grade", "--challenge", "ldct-iqa",
+                                      "--submission", str(sub), "--reference", str(ref), "--json"])
+    assert result.exit_code == 0, result.stderr
+    got = json.loads(result.stdout)
+    assert got["metrics"] == {"score": pytest.approx(3.0)} and got["rank"]["percentile"] == 1.0
