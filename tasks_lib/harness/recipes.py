@@ -1,0 +1,90 @@
+"""Per-track classical methods used by the ``scripted-baseline`` agent, as the code it runs.
+
+Each recipe is the source of ``/workspace/method.py``: ``python method.py --pilot`` processes the
+first case and prints checks, ``python method.py`` processes every case into
+``/workspace/submission``. Only packages installed in the sandbox's interpreter are used.
+"""
+
+from __future__ import annotations
+
+from evaluators.registry import Registry
+
+RECIPES: Registry[str] = Registry("scripted recipe")
+
+RECIPES.add("segmentation", '''\
+"""Multi-Otsu tissue classification of T1 volumes: GM = 1, WM = 2."""
+import glob, os, sys
+import nibabel as nib
+import numpy as np
+from skimage.filters import threshold_multiotsu
+
+SUB = "/workspace/submission"
+
+
+def segment(path):
+    img = nib.load(path)
+    x = np.asarray(img.dataobj, dtype=np.float32)
+    brain = x > np.percentile(x, 50) * 0.5 + 0.05 * float(x.max())
+    t_low, t_high = threshold_multiotsu(x[brain], classes=3)
+    labels = np.zeros(x.shape, np.uint8)
+    labels[brain & (x > t_low) & (x <= t_high)] = 1
+    labels[brain & (x > t_high)] = 2
+    return img, labels
+
+
+paths = sorted(glob.glob("/public/inputs/*.nii.gz"))
+os.makedirs(SUB, exist_ok=True)
+for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
+    img, labels = segment(path)
+    nib.save(nib.Nifti1Image(labels, img.affine), os.path.join(SUB, os.path.basename(path)))
+    print(os.path.basename(path), "shape", labels.shape, "input shape", img.shape,
+          "values", sorted(np.unique(labels).tolist()))
+''')
+
+RECIPES.add("enhancement", '''\
+"""Total-variation denoising of low-dose images, float32, same shape."""
+import glob, os, sys
+import numpy as np
+from skimage.restoration import denoise_tv_chambolle
+
+SUB = "/workspace/submission"
+paths = sorted(glob.glob("/public/inputs/*.npy"))
+os.makedirs(SUB, exist_ok=True)
+for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
+    x = np.load(path).astype(np.float32)
+    span = float(x.max() - x.min()) or 1.0
+    y = denoise_tv_chambolle(x, weight=0.05 * span).astype(np.float32)
+    np.save(os.path.join(SUB, os.path.basename(path)), y)
+    print(os.path.basename(path), "shape", y.shape, "finite", bool(np.isfinite(y).all()),
+          "std before/after", round(float(np.std(np.diff(x, axis=0))), 4),
+          round(float(np.std(np.diff(y, axis=0))), 4))
+''')
+
+RECIPES.add("detection", '''\
+"""Blob detection on PNG slices; bright blobs = hyperintensity (1), dark cores = mass (2)."""
+import glob, json, os, sys
+import numpy as np
+from skimage.feature import blob_log
+from skimage.io import imread
+
+SUB = "/workspace/submission"
+paths = sorted(glob.glob("/public/images/*.png"))
+os.makedirs(SUB, exist_ok=True)
+for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
+    img = imread(path).astype(np.float32) / 255.0
+    h, w = img.shape
+    boxes, scores, labels = [], [], []
+    for polarity, label in ((img, 1), (1.0 - img, 2)):
+        for y, x, s in blob_log(polarity, min_sigma=2, max_sigma=7, threshold=0.25):
+            y, x, r = float(y), float(x), float(s) * 2 ** 0.5
+            box = [max(0.0, x - r), max(0.0, y - r), min(float(w), x + r + 1),
+                   min(float(h), y + r + 1)]
+            boxes.append([round(v, 1) for v in box])
+            scores.append(round(float(polarity[int(y), int(x)]), 3))
+            labels.append(label)
+    name = os.path.basename(path)[:-4] + ".json"
+    with open(os.path.join(SUB, name), "w") as fh:
+        json.dump({"boxes": boxes, "scores": scores, "labels": labels}, fh)
+    ordered = all(b[0] < b[2] and b[1] < b[3] for b in boxes)
+    print(name, "boxes", len(boxes), "ordered and inside", ordered, "shape", img.shape)
+''')
