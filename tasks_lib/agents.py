@@ -23,6 +23,10 @@ class Harness(StrEnum):
 
     QA_METHOD = "qa_method"
     QA_REPLAY = "qa_replay"
+    TOOL_LOOP = "tool_loop"
+    """A litellm tool-calling research agent in a sandbox (``tasks_lib.harness``)."""
+    SCRIPTED = "scripted"
+    """An offline scripted research agent; ``method`` names the script (baseline, breach)."""
 
 
 class AgentSpec(Frozen):
