@@ -8,7 +8,6 @@ import uuid
 from collections import Counter
 
 import pytest
-from conftest import QA_SOURCE
 from typer.testing import CliRunner
 
 from flows.pipeline import HARD_MODELS
@@ -21,9 +20,11 @@ from tasks_lib.rotation import (
     stratum_of,
     subset_versions,
 )
+from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
+QA_SOURCE = get_settings().data_root / "medagentsbench"
 HARD = str(QA_SOURCE / "predictions" / "hard.csv.gz")
 STRATA = [StratumField.DATASET, StratumField.META_INFO]
 
