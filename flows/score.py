@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import flow, unmapped
 
+from tasks_lib.imaging.types import ScoreCard
 from tasks_lib.qa.planning import find_runs, read_manifest
 from tasks_lib.qa.run_steps import score_run
 from tasks_lib.qa.scoring import QAScoreCard
@@ -18,3 +19,31 @@ def score_qa(pool: str, run_ids: list[str] | None = None) -> list[QAScoreCard]:
                                              unmapped(manifest.content_hash)).result()
     print(f"scored {len(cards)} runs on {manifest.pool_id} v{manifest.version}")
     return cards
+
+
+@flow(name="score-submission", flow_run_name="score-{task_id}", log_prints=True)
+def score_submission(task_id: str, submission: str, pool: str | None = None,
+                     use_dask: bool | None = None) -> ScoreCard:
+    """Score one submission folder of an imaging task (builds the default pool if absent).
+
+    validate (GX) → per-case metrics (Dask for volumes) → dataset metrics → policy, S4/S5 → store.
+    """
+    from flows.construct import construct_imaging
+    from tasks_lib.imaging import steps as imaging
+    from tasks_lib.imaging.pool import default_pool_url, load_task, pool_exists
+
+    card = load_task(task_id)
+    pool_url = pool or default_pool_url(task_id)
+    if not pool_exists(pool_url):
+        construct_imaging(task_id, pool_url)
+    manifest = imaging.load_manifest(pool_url)
+    rows = imaging.inspect(submission, manifest)
+    validation = imaging.validate(card.track.value, rows)
+    dask = card.policy.dask if use_dask is None else use_dask
+    per_case = imaging.case_metrics(card, submission, pool_url, manifest, rows, dask)
+    extra = imaging.dataset_metrics(submission, pool_url, manifest, rows)
+    card_out = imaging.assemble(card, manifest, rows, per_case, extra, validation)
+    url = imaging.store_card(card_out, imaging.submission_digest(submission, rows))
+    print(f"{task_id}: task_score={card_out.task_score:.4f} s4={card_out.s4} s5={card_out.s5} "
+          f"({url})")
+    return card_out

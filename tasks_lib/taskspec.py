@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import yaml
 from pydantic import Field, ValidationError
@@ -11,6 +11,12 @@ from pydantic import Field, ValidationError
 from evaluators.registry import UnknownNameError
 from tasks_lib.domain import Frozen, Tier, Track
 from tasks_lib.errors import InputDataError
+from tasks_lib.imaging.sources import (
+    LesionSliceSource,
+    LowDoseCTSource,
+    MNITissueSource,
+    ScoringPolicy,
+)
 from tasks_lib.settings import get_settings
 
 
@@ -30,6 +36,13 @@ class QASource(Frozen):
     )
 
 
+Source = Annotated[
+    QASource | MNITissueSource | LowDoseCTSource | LesionSliceSource,
+    Field(discriminator="kind"),
+]
+"""Every kind of task source; ``kind`` selects the model."""
+
+
 class IOContract(Frozen):
     """What the agent receives and must hand back (prose shown in briefs and docs)."""
 
@@ -45,11 +58,13 @@ class TaskSpec(Frozen):
     title: str = Field(description="Human-readable title.")
     description: str = Field(description="What the task is and where its data comes from.")
     license: str = Field(description="Licence of the underlying data.")
-    source: QASource = Field(description="Where the task's data comes from.")
+    source: Source = Field(description="Where the task's data comes from.")
     io: IOContract = Field(description="Input/output contract.")
     metrics: list[str] = Field(description="Registered metric names; the first is primary.")
     tiers: list[Tier] = Field(default_factory=lambda: [Tier.STANDARD], description="Tiers.")
     time_budget_s: int = Field(default=3600, gt=0, description="Wall-time budget per run.")
+    policy: ScoringPolicy = Field(default_factory=ScoringPolicy,
+                                  description="Scoring policy flags (imaging tracks).")
 
 
 def cards_dir(track: Track) -> Path:

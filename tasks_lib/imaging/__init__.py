@@ -1,0 +1,1 @@
+"""Imaging and multimodal tracks: segmentation, enhancement, detection, VQA, report generation."""

@@ -1,0 +1,170 @@
+"""Baseline submissions per task: ``perfect``, ``empty``, ``constant`` and one ``classical`` method.
+
+* perfect — the private references in the submission layout (validates the evaluator: best score).
+* empty — well-formed but empty outputs: background-only masks, zero images, no boxes, blank text.
+* constant — one value everywhere: label 1, the input's mean, one whole-image box of class 1,
+  ``yes``, one fixed normal report.
+* classical — segmentation: Otsu head mask + 3-class k-means on intensity (darkest → background,
+  then GM, WM); enhancement: total-variation denoising (Chambolle, weight 0.08); detection, VQA and
+  reports: a blob detector (residual against a 25-px median background; bright components of
+  ≥ 20 px → hyperintensity, dark components of ≥ 60 px → mass, grown by the 1-px rim), whose
+  lesions feed the VQA answer rules and a fixed report template.
+"""
+
+from __future__ import annotations
+
+import json
+from enum import StrEnum
+from pathlib import Path
+
+import numpy as np
+from numpy.typing import NDArray
+from scipy import ndimage
+
+from tasks_lib.imaging import codecs
+from tasks_lib.imaging.lesions import Lesion, LesionClass
+from tasks_lib.imaging.reports import describe
+from tasks_lib.imaging.types import CaseEntry, PoolManifest
+from tasks_lib.imaging.vqa_items import answers_for
+from tasks_lib.storage import Storage
+
+
+class BaselineKind(StrEnum):
+    """Baseline submission kinds."""
+
+    PERFECT = "perfect"
+    EMPTY = "empty"
+    CONSTANT = "constant"
+    CLASSICAL = "classical"
+
+
+NORMAL_REPORT = "No focal mass or hyperintensity is identified. Impression: normal study."
+
+
+def kmeans_segmentation(img: NDArray[np.floating]) -> NDArray[np.uint8]:
+    """Otsu foreground, then 3-class k-means on foreground intensities (sorted by centre)."""
+    from skimage.filters import threshold_otsu
+    from sklearn.cluster import KMeans
+
+    fg = img > threshold_otsu(img)
+    km = KMeans(n_clusters=3, n_init=3, random_state=0).fit(img[fg].reshape(-1, 1))
+    order = np.argsort(km.cluster_centers_.ravel())
+    rank = np.empty(3, dtype=np.uint8)
+    rank[order] = np.array([0, 1, 2], dtype=np.uint8)
+    out = np.zeros(img.shape, dtype=np.uint8)
+    out[fg] = rank[km.labels_]
+    return out
+
+
+def tv_denoise(img: NDArray[np.floating]) -> NDArray[np.float32]:
+    """Chambolle total-variation denoising."""
+    from skimage.restoration import denoise_tv_chambolle
+
+    return np.asarray(denoise_tv_chambolle(img, weight=0.08), dtype=np.float32)
+
+
+def detect_blobs(img: NDArray[np.uint8]) -> list[Lesion]:
+    """Bright and dark compact blobs against a median background, as lesions."""
+    x = img.astype(np.float64) / 255.0
+    resid = x - ndimage.median_filter(x, size=25)
+    out = []
+    for label, mask, min_px, grow in ((LesionClass.HYPERINTENSITY, resid > 0.25, 20, 0),
+                                      (LesionClass.MASS, resid < -0.3, 60, 1)):
+        comps, _ = ndimage.label(ndimage.binary_opening(mask))
+        for idx, sl in enumerate(ndimage.find_objects(comps), start=1):
+            if sl is None or int((comps[sl] == idx).sum()) < min_px:
+                continue
+            ys, xs = sl
+            x1, y1 = max(0, xs.start - grow), max(0, ys.start - grow)
+            x2, y2 = min(img.shape[1], xs.stop + grow), min(img.shape[0], ys.stop + grow)
+            side = "left" if (x1 + x2) / 2 < img.shape[1] / 2 else "right"
+            out.append(Lesion(label=label, box=[float(x1), float(y1), float(x2), float(y2)],
+                              side=side, diameter_mm=2.0 * (x2 - x1)))
+    return out
+
+
+def _contrast(img: NDArray[np.uint8], les: Lesion) -> float:
+    x1, y1, x2, y2 = (int(v) for v in les.box)
+    return float(np.clip(np.abs(img[y1:y2, x1:x2].astype(float).mean() - img.mean()) / 255, 0, 1))
+
+
+def _public(pool: Storage, key: str) -> bytes:
+    return pool.read_bytes(f"public/{key}")
+
+
+def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry) -> bytes:
+    seg = m.track.value == "segmentation"
+    if kind == BaselineKind.PERFECT:
+        return pool.read_bytes(f"private/{c.reference}")
+    img = (codecs.nifti_array(codecs.nifti_load(_public(pool, c.image))).astype(np.float64)
+           if seg else codecs.npy_load(_public(pool, c.image)).astype(np.float64))
+    if seg:
+        lab = {BaselineKind.EMPTY: np.zeros(img.shape, np.uint8),
+               BaselineKind.CONSTANT: np.ones(img.shape, np.uint8)}.get(kind)
+        return codecs.nifti_bytes(kmeans_segmentation(img) if lab is None else lab, c.spacing)
+    if kind == BaselineKind.EMPTY:
+        return codecs.npy_bytes(np.zeros(img.shape, np.float32))
+    if kind == BaselineKind.CONSTANT:
+        return codecs.npy_bytes(np.full(img.shape, img.mean(), np.float32))
+    return codecs.npy_bytes(tv_denoise(img))
+
+
+def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:
+    if kind == BaselineKind.PERFECT:
+        ref = json.loads(pool.read_bytes(f"private/{c.reference}"))
+        obj = {**ref, "scores": [1.0] * len(ref["boxes"])}
+    elif kind == BaselineKind.EMPTY:
+        obj = {"boxes": [], "labels": [], "scores": []}
+    elif kind == BaselineKind.CONSTANT:
+        h, w = c.shape
+        obj = {"boxes": [[0.0, 0.0, float(w), float(h)]], "labels": [1], "scores": [1.0]}
+    else:
+        img = codecs.png_load(_public(pool, c.image))
+        found = detect_blobs(img)
+        obj = {"boxes": [les.box for les in found], "labels": [int(les.label) for les in found],
+               "scores": [_contrast(img, les) for les in found]}
+    return json.dumps(obj).encode()
+
+
+def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage) -> bytes:
+    vqa = m.track.value == "vqa"
+    detected: dict[str, list[Lesion]] = {}
+    rows = []
+    for n, c in enumerate(m.cases):
+        if kind == BaselineKind.PERFECT:
+            text = pool.read_bytes(f"private/{c.reference}").decode()
+        elif kind == BaselineKind.EMPTY:
+            text = ""
+        elif kind == BaselineKind.CONSTANT:
+            text = "yes" if vqa else NORMAL_REPORT
+        else:
+            if c.image not in detected:
+                detected[c.image] = detect_blobs(codecs.png_load(_public(pool, c.image)))
+            found = detected[c.image]
+            if vqa:
+                q = int(c.case_id.rsplit("-q", 1)[1])
+                answers = answers_for(found)
+                text = answers[q][2] if q < len(answers) else "left"
+            else:
+                text = describe(found, n, 0)
+        rows.append([c.case_id, text])
+    header = ["question_id", "answer"] if vqa else ["case_id", "report"]
+    return codecs.csv_bytes(header, rows)
+
+
+def baseline_files(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
+    """``(file name, bytes)`` of a baseline submission for the pool."""
+    pool = Storage(pool_url)
+    if m.track.value in ("vqa", "report_generation"):
+        return [(m.cases[0].output, _text_table(kind, m, pool))]
+    if m.track.value == "detection":
+        return [(c.output, _detection_case(kind, pool, c)) for c in m.cases]
+    return [(c.output, _array_case(kind, m, pool, c)) for c in m.cases]
+
+
+def write_submission(files: list[tuple[str, bytes]], out: Path) -> Path:
+    """Write submission files into ``out`` (created)."""
+    out.mkdir(parents=True, exist_ok=True)
+    for name, data in files:
+        (out / name).write_bytes(data)
+    return out
