@@ -49,7 +49,8 @@ def iou_matrix(
     pred_area = counts.sum(axis=0)[pred_ids != 0][None, :]
     overlap = counts[ref_ids != 0][:, pred_ids != 0]
     union = ref_area + pred_area - overlap
-    return np.divide(overlap, union, out=np.zeros(overlap.shape), where=union > 0)
+    iou = np.divide(overlap, union, out=np.zeros(overlap.shape), where=union > 0)
+    return np.asarray(iou, dtype=np.float64)
 
 
 def count_matches(iou: NDArray[np.float64], threshold: float) -> int:
@@ -82,7 +83,7 @@ def instance_f1(prediction: NDArray[np.integer], reference: NDArray[np.integer],
     if tp == 0:
         return 0.0
     precision, recall = tp / iou.shape[1], tp / iou.shape[0]
-    return 2 * precision * recall / (precision + recall)
+    return float(2 * precision * recall / (precision + recall))
 
 
 for _t in THRESHOLDS:

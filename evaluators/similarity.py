@@ -27,7 +27,7 @@ VARIANCE_FLOOR = 1e-10
 
 def _normalise(image: NDArray[np.floating]) -> NDArray[np.float64]:
     img = np.asarray(image, dtype=np.float64)
-    return (img - img.min()) / (img.max() - img.min() + 1e-8)
+    return np.asarray((img - img.min()) / (img.max() - img.min() + 1e-8), dtype=np.float64)
 
 
 def lncc_map(prediction: NDArray[np.floating], reference: NDArray[np.floating],
@@ -36,7 +36,7 @@ def lncc_map(prediction: NDArray[np.floating], reference: NDArray[np.floating],
     a, b = _normalise(prediction), _normalise(reference)
 
     def mean(x: NDArray[np.float64]) -> NDArray[np.float64]:
-        return uniform_filter(x, size=window, mode="mirror")
+        return np.asarray(uniform_filter(x, size=window, mode="mirror"), dtype=np.float64)
 
     mu_a, mu_b = mean(a), mean(b)
     var_a, var_b = mean(a * a) - mu_a**2, mean(b * b) - mu_b**2
