@@ -22,6 +22,7 @@ def main() -> None:
     _environment()
     from flows.cli import qa as qa  # noqa: F401  (registers commands)
     from flows.cli import review as review  # noqa: F401
+    from flows.cli import imaging as imaging  # noqa: F401
     from flows.cli import ops as ops  # noqa: F401
     from flows.cli import challenge as challenge  # noqa: F401
 

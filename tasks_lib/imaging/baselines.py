@@ -168,3 +168,12 @@ def write_submission(files: list[tuple[str, bytes]], out: Path) -> Path:
     for name, data in files:
         (out / name).write_bytes(data)
     return out
+
+
+def write_baseline(kind: BaselineKind, pool_url: str, out: Path) -> list[str]:
+    """Write the ``kind`` baseline of the built pool at ``pool_url`` into ``out``; file names."""
+    from tasks_lib.imaging.pool import read_manifest
+
+    files = baseline_files(kind, pool_url, read_manifest(pool_url))
+    write_submission(files, out)
+    return [name for name, _ in files]

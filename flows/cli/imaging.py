@@ -1,0 +1,83 @@
+"""Imaging commands: ``pool build imaging``, ``score submission``, ``baseline``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from flows.cli.groups import app, build_app, score_app
+from flows.cli.qa import user_errors
+from tasks_lib.imaging.baselines import BaselineKind
+
+
+def _url(path: str) -> str:
+    return path if "://" in path else str(Path(path).resolve())
+
+
+def ensure_pool(task_id: str, pool: str | None) -> str:
+    """The pool URL, building it (construct DAG) when no manifest exists there yet."""
+    from flows.construct import construct_imaging
+    from tasks_lib.imaging.pool import default_pool_url, pool_exists
+
+    url = _url(pool) if pool else default_pool_url(task_id)
+    if not pool_exists(url):
+        construct_imaging(task_id, url)
+    return url
+
+
+@build_app.command("imaging")
+@user_errors
+def build_imaging(
+    task: str = typer.Option(..., "--task", help="Imaging task id (see datasets/<track>/)."),
+    out: str = typer.Option(None, help="Pool root folder/URL (default in the storage root)."),
+) -> None:
+    """Build an imaging task's pool (public view + private references); prints JSON."""
+    from flows.construct import construct_imaging
+    from tasks_lib.imaging.pool import default_pool_url, load_task
+
+    load_task(task)
+    manifest = construct_imaging(task, _url(out) if out else default_pool_url(task))
+    typer.echo(json.dumps({"task_id": task, "manifest": manifest}, indent=2))
+
+
+@score_app.command("submission")
+@user_errors
+def score_submission_cmd(
+    task: str = typer.Option(..., "--task", help="Imaging task id."),
+    submission: str = typer.Option(..., help="Submission folder."),
+    pool: str = typer.Option(None, help="Pool root (default: built in the storage root)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full score card as JSON."),
+    dask: bool = typer.Option(None, help="Force Dask on/off (default: the card's policy)."),
+) -> None:
+    """Score one submission folder (score DAG) and print its score card."""
+    from flows.score import score_submission
+    from tasks_lib.imaging.pool import load_task
+
+    load_task(task)
+    url = ensure_pool(task, pool)
+    card = score_submission(task, str(Path(submission).absolute()), url, dask)
+    if as_json:
+        typer.echo(json.dumps(card.public_json(), indent=2, sort_keys=True))
+        return
+    typer.echo(f"{card.task_id}: task_score={card.task_score:.4f} s4={card.s4} s5={card.s5} "
+               f"validation={'ok' if card.validation.ok else 'FAILED'}")
+
+
+@app.command("baseline")
+@user_errors
+def baseline_cmd(
+    task: str = typer.Option(..., "--task", help="Imaging task id."),
+    kind: BaselineKind = typer.Option(..., help="perfect | empty | constant | classical."),
+    out: Path = typer.Option(..., help="Submission folder to write."),
+    pool: str = typer.Option(None, help="Pool root (default: built in the storage root)."),
+) -> None:
+    """Write a baseline submission (validate evaluators with it before real runs)."""
+    from tasks_lib.imaging.baselines import write_baseline
+    from tasks_lib.imaging.pool import load_task
+
+    load_task(task)
+    files = write_baseline(kind, ensure_pool(task, pool), out)
+    typer.echo(json.dumps({"task_id": task, "kind": kind.value, "submission": str(out.resolve()),
+                           "files": len(files)}, indent=2))
