@@ -6,7 +6,9 @@ from collections.abc import Sequence
 
 
 def pareto_frontier(costs: Sequence[float | None], scores: Sequence[float]) -> list[bool]:
-    """Flag the points no other point dominates (cheaper-or-equal *and* better-or-equal, one strictly).
+    """Flag the points no other point dominates.
+
+    A point dominates another when it is cheaper-or-equal *and* better-or-equal, one strictly.
 
     Points with unknown cost (``None``) are never on the frontier and never dominate.
 

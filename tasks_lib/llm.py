@@ -47,11 +47,11 @@ class CompletionFn(Protocol):
 
 
 def _transient() -> tuple[type[BaseException], ...]:
-    import litellm
+    from litellm import exceptions as llm_errors
 
     return (
-        litellm.Timeout, litellm.RateLimitError, litellm.APIConnectionError,
-        litellm.InternalServerError, litellm.ServiceUnavailableError,
+        llm_errors.Timeout, llm_errors.RateLimitError, llm_errors.APIConnectionError,
+        llm_errors.InternalServerError, llm_errors.ServiceUnavailableError,
     )
 
 

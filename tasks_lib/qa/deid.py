@@ -39,7 +39,11 @@ def _name(m: re.Match[str]) -> str:
 
 
 _RULES: list[_Rule] = [
-    (PHIType.URL, re.compile(r"\b(?:https?://|www\.)[^\s<>\"]+[^\s<>\".,;:)]"), _token(PHIType.URL)),
+    (
+        PHIType.URL,
+        re.compile(r"\b(?:https?://|www\.)[^\s<>\"]+[^\s<>\".,;:)]"),
+        _token(PHIType.URL),
+    ),
     (PHIType.EMAIL, re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b"), _token(PHIType.EMAIL)),
     (
         PHIType.ID,

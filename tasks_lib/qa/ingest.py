@@ -1,5 +1,6 @@
-"""Ingest and normalize QA source files (shared schema: realidx, question, options, answer_idx,
-answer, meta_info). Bad lines become :class:`Reject` rows with a reason; nothing is dropped silently.
+"""Ingest and normalize QA source files.
+
+Shared schema: realidx, question, options, answer_idx, answer, meta_info. Bad lines become :class:`Reject` rows with a reason; nothing is dropped silently.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import fsspec
 
 from tasks_lib.errors import InputDataError
 from tasks_lib.qa.types import QAItem, Reject
+from tasks_lib.taskspec import QASource, TaskSpec
 
 REQUIRED_FIELDS = ("realidx", "question", "options", "answer_idx")
 
@@ -25,7 +27,8 @@ class Ingested(NamedTuple):
 
 def _reject(dataset: str, source: str, line: int, reason: str, realidx: Any = None) -> Reject:
     rid = None if realidx is None else str(realidx)
-    return Reject(dataset=dataset, source=source, line=line, realidx=rid, step="ingest", reason=reason)
+    return Reject(dataset=dataset, source=source, line=line, realidx=rid, step="ingest",
+                  reason=reason)
 
 
 def _parse(dataset: str, source: str, line_no: int, raw: dict[str, Any]) -> QAItem | Reject:
@@ -88,6 +91,13 @@ def read_questions(dataset: str, source: str) -> Ingested:
             seen.add(parsed.realidx)
             items.append(parsed)
     return Ingested(items, rejects, sum(1 for t in lines if t.strip()))
+
+
+def qa_source(card: TaskSpec) -> QASource:
+    """The QA source of a card; a QA card with another kind of source is a data error."""
+    if not isinstance(card.source, QASource):
+        raise InputDataError(card.task_id, f"QA card needs a qa_jsonl source, got {card.source}")
+    return card.source
 
 
 def _trim(text: str) -> str:

@@ -11,6 +11,7 @@ flagged as likely memorised and held for expert review.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
@@ -23,7 +24,7 @@ SYSTEM = (
 )
 
 
-def _encoding():  # type: ignore[no-untyped-def]
+def _encoding() -> Any:
     from litellm.litellm_core_utils.default_encoding import encoding
 
     return encoding

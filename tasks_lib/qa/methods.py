@@ -62,7 +62,8 @@ class _Tally:
 
     def ask(self, system: str, user: str, temperature: float = 0.0) -> str:
         reply = self.complete(
-            self.model, [Message(role="system", content=system), Message(role="user", content=user)],
+            self.model,
+            [Message(role="system", content=system), Message(role="user", content=user)],
             temperature=temperature,
         )
         self.calls.append(reply)

@@ -9,7 +9,7 @@ from pydantic import Field
 
 from evaluators.qa import exact_match
 from tasks_lib.domain import Frozen, Track
-from tasks_lib.qa.ingest import normalize_item, read_questions
+from tasks_lib.qa.ingest import normalize_item, qa_source, read_questions
 from tasks_lib.qa.types import QAItem, QAReference
 from tasks_lib.settings import get_settings
 from tasks_lib.taskspec import list_cards, load_card, resolve_data_path
@@ -43,7 +43,7 @@ def card_references(source: str | None = None) -> dict[str, QAReference]:
     refs: dict[str, QAReference] = {}
     for dataset in list_cards(Track.QA):
         card = load_card(Track.QA, dataset)
-        path = resolve_data_path(card.source.questions, source or default_source())
+        path = resolve_data_path(qa_source(card).questions, source or default_source())
         for item in read_questions(dataset, path).items:
             norm = normalize_item(item, path)
             if isinstance(norm, QAItem):

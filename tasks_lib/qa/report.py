@@ -49,15 +49,16 @@ def leaderboard(runs: list[QARun], cards: list[QAScoreCard]) -> list[Leaderboard
                 for r, _ in pairs]
     front = pareto_frontier(per_item, [c.accuracy_macro for _, c in pairs])
     rows = [
-        dict(agent_id=r.agent.agent_id, model=r.agent.model, method=r.agent.method or "",
-             accuracy_macro=c.accuracy_macro,
-             per_dataset={ds: s.accuracy for ds, s in sorted(c.per_dataset.items())},
-             coverage=c.coverage, total_cost_usd=r.cost_usd, cost_per_item_usd=cpi,
-             mean_time_s=r.mean_time_s, pareto=p)
+        LeaderboardRow(
+            rank=0, agent_id=r.agent.agent_id, model=r.agent.model, method=r.agent.method or "",
+            accuracy_macro=c.accuracy_macro,
+            per_dataset={ds: s.accuracy for ds, s in sorted(c.per_dataset.items())},
+            coverage=c.coverage, total_cost_usd=r.cost_usd, cost_per_item_usd=cpi,
+            mean_time_s=r.mean_time_s, pareto=p)
         for (r, c), cpi, p in zip(pairs, per_item, front, strict=True)
     ]
-    rows.sort(key=lambda x: (-float(x["accuracy_macro"]), str(x["agent_id"])))  # type: ignore[arg-type]
-    return [LeaderboardRow(rank=i, **row) for i, row in enumerate(rows, start=1)]  # type: ignore[arg-type]
+    rows.sort(key=lambda row: (-row.accuracy_macro, row.agent_id))
+    return [row.model_copy(update={"rank": i}) for i, row in enumerate(rows, start=1)]
 
 
 def to_frame(rows: list[LeaderboardRow]) -> pd.DataFrame:
@@ -92,15 +93,15 @@ def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    costed = [r for r in rows if r.cost_per_item_usd]
+    costed = [(r.cost_per_item_usd, r) for r in rows if r.cost_per_item_usd]
     fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
-    ax.scatter([r.cost_per_item_usd for r in costed], [100 * r.accuracy_macro for r in costed],
-               c=["tab:red" if r.pareto else "tab:blue" for r in costed], s=28)
-    for r in costed:
-        ax.annotate(f"{r.model}/{r.method}", (r.cost_per_item_usd or 0, 100 * r.accuracy_macro),
+    ax.scatter([c for c, _ in costed], [100 * r.accuracy_macro for _, r in costed],
+               c=["tab:red" if r.pareto else "tab:blue" for _, r in costed], s=28)
+    for cost, r in costed:
+        ax.annotate(f"{r.model}/{r.method}", (cost, 100 * r.accuracy_macro),
                     fontsize=6, xytext=(3, 2), textcoords="offset points")
-    front = sorted((r for r in costed if r.pareto), key=lambda r: r.cost_per_item_usd or 0)
-    ax.plot([r.cost_per_item_usd for r in front], [100 * r.accuracy_macro for r in front],
+    front = sorted((c, r.accuracy_macro) for c, r in costed if r.pareto)
+    ax.plot([c for c, _ in front], [100 * a for _, a in front],
             color="tab:red", linewidth=1, label="Pareto frontier")
     ax.set_xscale("log")
     ax.set_xlabel("cost per item (USD, log scale)")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from typing import cast
+from uuid import UUID
 
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
@@ -49,9 +51,9 @@ def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: in
         raise ValueError(f"pool at {pool_url} changed: expected {pool_hash}")
     run_id = run_id_for(agent, pool_hash, replicate)
     logger = get_run_logger()
-    progress_id = None
+    progress_id: UUID | None = None
     if agent.harness != "qa_replay":
-        progress_id = create_progress_artifact(0.0, description=f"{agent.agent_id} items")
+        progress_id = cast(UUID, create_progress_artifact(0.0, description=f"{agent.agent_id}"))
 
     def progress(done: int, total: int) -> None:
         if progress_id and (done % max(total // 20, 1) == 0 or done == total):

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import math
 import json
 import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache
+from typing import Any
 
 import pandas as pd
 from pydantic import Field
@@ -49,8 +51,10 @@ def _recorded(path: str) -> pd.DataFrame:
     return load_predictions(path)
 
 
-def _nan_to_none(value: object) -> float | None:
-    return None if value is None or pd.isna(value) else float(value)  # type: ignore[arg-type]
+def _nan_to_none(value: Any) -> float | None:
+    """Recorded numbers are floats with NaN for blanks; blanks become None."""
+    number = float(value)
+    return None if math.isnan(number) else number
 
 
 def replay(agent: AgentSpec, items: list[PublicQAItem], prices: PriceSnapshot) -> list[QAAnswer]:

@@ -16,12 +16,22 @@ from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.llm import LiteLLMCompletion
 from tasks_lib.qa import deid, difficulty, meld
-from tasks_lib.qa.ingest import Ingested, normalize_item, read_questions
+from tasks_lib.qa.ingest import Ingested, normalize_item, qa_source, read_questions
 from tasks_lib.qa.pool import FILES, content_hash, exemplar, public_view, reference
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import (
-    DatasetEntry, DeidRecord, Difficulty, Exemplar, MeldRecord, PHIType, PoolManifest, QAItem,
-    PublishedPool, Reject, ReviewRecord, ReviewVerdict,
+    DatasetEntry,
+    DeidRecord,
+    Difficulty,
+    Exemplar,
+    MeldRecord,
+    PHIType,
+    PoolManifest,
+    PublishedPool,
+    QAItem,
+    Reject,
+    ReviewRecord,
+    ReviewVerdict,
 )
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec, load_card, resolve_data_path
@@ -51,8 +61,9 @@ class DatasetSource(NamedTuple):
 def resolve_card(dataset: str, source: str) -> DatasetSource:
     """Load a dataset card and locate its files under ``source`` (unknown ids list known ones)."""
     card = load_card(Track.QA, dataset)
-    questions = resolve_data_path(card.source.questions, source)
-    train = resolve_data_path(card.source.train, source) if card.source.train else None
+    qa = qa_source(card)
+    questions = resolve_data_path(qa.questions, source)
+    train = resolve_data_path(qa.train, source) if qa.train else None
     return DatasetSource(card, questions, file_digest(questions), train)
 
 
@@ -99,11 +110,15 @@ class Normalized(NamedTuple):
 @task(name="normalize", task_run_name="normalize-{dataset}", **cached())
 def normalize(dataset: str, items: list[QAItem], source: str) -> Normalized:
     """Trim whitespace; reject items whose answer is not one of the options."""
-    kept, rejects = [], []
+    kept: list[QAItem] = []
+    rejects: list[Reject] = []
     for it in items:
         result = normalize_item(it, source)
-        (rejects if isinstance(result, Reject) else kept).append(result)
-    return Normalized(kept, rejects)  # type: ignore[arg-type]
+        if isinstance(result, Reject):
+            rejects.append(result)
+        else:
+            kept.append(result)
+    return Normalized(kept, rejects)
 
 
 @task(name="difficulty-filter", task_run_name="difficulty-filter-{dataset}", **cached())

@@ -70,8 +70,11 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
 
 def _paused_run_id(flow_name: str, timeout: float = 120) -> str:
     from prefect.client.orchestration import get_client
-    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterState, \
-        FlowRunFilterStateType
+    from prefect.client.schemas.filters import (
+        FlowRunFilter,
+        FlowRunFilterState,
+        FlowRunFilterStateType,
+    )
     from prefect.client.schemas.objects import StateType
 
     deadline = time.monotonic() + timeout
@@ -116,7 +119,7 @@ def test_meld_flags_and_review_pause_resumed(tmp_path: Path) -> None:
                         predictions=str(QA_SOURCE / "predictions" / "full.csv.gz"),
                         per_dataset=500, threshold=1.01, meld=True, meld_models=["openai/fake"],
                         auto_approve=False, out=str(tmp_path / "pool"))
-                except BaseException as exc:  # noqa: BLE001  (re-raised in the test thread)
+                except BaseException as exc:
                     result["error"] = exc
 
             worker = threading.Thread(target=run)

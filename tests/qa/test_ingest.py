@@ -53,7 +53,7 @@ def test_bad_lines_become_rejects_with_line_numbers(tmp_path: Path) -> None:
 
 
 def test_missing_file_names_the_file(tmp_path: Path) -> None:
-    with pytest.raises(InputDataError, match="nope.jsonl: question file not found"):
+    with pytest.raises(InputDataError, match=r"nope\.jsonl: question file not found"):
         read_questions("demo", str(tmp_path / "nope.jsonl"))
 
 

@@ -13,7 +13,8 @@ from tasks_lib.qa.methods import METHODS, MethodContext, majority
 from tasks_lib.qa.runner import run_agent, total_cost
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
-ITEM = PublicQAItem(dataset="medqa", realidx="1", question="Which anticoagulant acts on antithrombin?",
+ITEM = PublicQAItem(dataset="medqa", realidx="1",
+                    question="Which anticoagulant acts on antithrombin?",
                     options={"A": "Aspirin", "B": "Heparin", "C": "Warfarin", "D": "Clopidogrel"})
 
 
