@@ -41,6 +41,15 @@ class RubricItem(_Frozen):
     lite_credit: bool = Field(default=False, description="Credited 1 in the Lite tier.")
     requires: list[str] = Field(default_factory=list, description="Items that must be 1.")
     file: str | None = Field(default=None, description="Workspace file deciding the item.")
+    signals: list[str] = Field(default_factory=list,
+                               description="Regexes the offline 'rules' judge looks for.")
+
+
+class LevelSignal(_Frozen):
+    """A level the offline judge gives when every regex matches the trace."""
+
+    level: float = Field(description="Stage score given.")
+    all: list[str] = Field(description="Regexes that must all match.")
 
 
 class StageRubric(_Frozen):
@@ -51,6 +60,8 @@ class StageRubric(_Frozen):
     items: list[RubricItem] = Field(default_factory=list, description="Items (kind items).")
     levels: list[float] = Field(default_factory=list, description="Allowed values (levels).")
     question: str | None = Field(default=None, description="The question (kind levels).")
+    level_signals: list[LevelSignal] = Field(default_factory=list,
+                                             description="Offline judge rules, first match wins.")
 
 
 class Rubric(_Frozen):
@@ -187,6 +198,22 @@ def post_process(spec: StageRubric, answers: dict[str, float], tier: str) -> dic
             if item.lite_credit:
                 out[item.id] = 1.0
     return out
+
+
+RULES_JUDGE = "rules"
+"""Judge model name of the offline deterministic judge (regex signals from the rubric)."""
+
+
+def rules_reply(rubric: Rubric, stage: str, digest: str) -> str:
+    """The JSON reply of the offline judge: an item is "yes" when any of its signals matches."""
+    spec = rubric.stages[stage]
+    if spec.kind is StageKind.LEVELS:
+        level = next((s.level for s in spec.level_signals
+                      if all(re.search(rx, digest) for rx in s.all)), 0.0)
+        return json.dumps({"score": level, "rationale": "offline rules judge"})
+    items = {i.id: "yes" if any(re.search(rx, digest) for rx in i.signals) else "no"
+             for i in spec.items}
+    return json.dumps({"items": items, "rationale": "offline rules judge"})
 
 
 def failed(stage: str, error: str) -> StageJudgement:
