@@ -2,4 +2,4 @@
 
 from evaluators import detection, enhancement, report_generation, segmentation, surface, vqa  # noqa: F401
 from evaluators import qa as qa  # noqa: F401
-from evaluators import correlation, instance, similarity, topology  # noqa: F401
+from evaluators import challenge_metrics, correlation, instance, similarity, topology  # noqa: F401

@@ -44,6 +44,13 @@ GRADING: dict[str, dict[str, Grading]] = {
     "neurips-cellseg": _F1,
     "usenhance": {m: Grading(evaluator=m, scope=GradingScope.PER_CASE)
                   for m in ("lncc", "ssim", "psnr")},
+    "isles22": {
+        "dice": Grading(evaluator="binary_dice", scope=GradingScope.PER_CASE),
+        "lesion_f1": Grading(evaluator="lesion_f1", scope=GradingScope.PER_CASE),
+        "lesion_count_diff": Grading(evaluator="lesion_count_diff", scope=GradingScope.PER_CASE),
+        "abs_volume_diff": Grading(evaluator="abs_volume_diff", scope=GradingScope.PER_CASE,
+                                   spacing=True),
+    },
     **{c: _VESSELS for c in ("topbrain-track1", "topbrain-track2", "topcow-track1-task1",
                              "topcow-track2-task1")},
 }
@@ -52,6 +59,9 @@ EXTRA_NOTES = {
     "usenhance": ["ssim and psnr are graded with the shared imaging metrics (Gaussian-weighted "
                   "SSIM, data range of the reference, PSNR capped at 100 dB); the ReX-MLE grader "
                   "used the joint range of both images and an uncapped PSNR."],
+    "isles22": ["Official ISLES'22 conventions: lesions are 26-connected components, a "
+                "reference lesion touched by any predicted voxel is a true positive, volumes in "
+                "ml from the NIfTI voxel spacing (see evaluators/challenge_metrics.py)."],
     "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
                         "an image without any true positive scores F1 = 0 (see "
                         "evaluators/instance.py)."],

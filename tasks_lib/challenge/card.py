@@ -58,6 +58,11 @@ class Grading(Frozen):
     evaluator: str = Field(description="Registered metric name (evaluators.metrics.METRICS).")
     scope: GradingScope = Field(description="Per case then aggregated, or once over the set.")
     aggregate: Aggregate = Field(default=Aggregate.MEAN, description="Per-case aggregation.")
+    spacing: bool = Field(
+        default=False,
+        description="Call the metric as fn(prediction, reference, spacing) with the reference's "
+        "voxel spacing in mm (NIfTI header; 1.0 per axis for other formats).",
+    )
 
 
 class ChallengeMetric(Frozen):

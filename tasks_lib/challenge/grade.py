@@ -71,21 +71,29 @@ def _reference_error(message: str) -> Exception:
     return InputDataError("reference folder", message)
 
 
-def load_array(path: Path, fmt: FileFormat) -> NDArray[Any]:
-    """Read one prediction/reference file (``.npy`` is always accepted)."""
+def load_case(path: Path, fmt: FileFormat) -> tuple[NDArray[Any], tuple[float, ...]]:
+    """Read one prediction/reference file and its voxel spacing in mm (``.npy`` always works).
+
+    Spacing comes from the NIfTI header; other formats have no spacing and get 1.0 per axis.
+    """
     if path.suffix == ".npy":
-        return np.asarray(np.load(path, allow_pickle=False))
-    if fmt is FileFormat.NIFTI:
+        array = np.asarray(np.load(path, allow_pickle=False))
+    elif fmt is FileFormat.NIFTI:
         import nibabel as nib
 
-        return np.asarray(nib.load(path).get_fdata())  # type: ignore[attr-defined]
-    if fmt is FileFormat.TIFF and path.suffix in (".tif", ".tiff"):
+        image = nib.load(path)
+        array = np.asarray(image.get_fdata())  # type: ignore[attr-defined]
+        zooms = image.header.get_zooms()[: array.ndim]  # type: ignore[attr-defined]
+        return array, tuple(float(z) for z in zooms)
+    elif fmt is FileFormat.TIFF and path.suffix in (".tif", ".tiff"):
         import tifffile
 
-        return np.asarray(tifffile.imread(path))
-    import imageio.v3 as iio
+        array = np.asarray(tifffile.imread(path))
+    else:
+        import imageio.v3 as iio
 
-    return np.asarray(iio.imread(path))
+        array = np.asarray(iio.imread(path))
+    return array, (1.0,) * array.ndim
 
 
 def _case_file(folder: Path, rel: object, fmt: FileFormat, case: str) -> NDArray[Any]:
@@ -95,7 +103,7 @@ def _case_file(folder: Path, rel: object, fmt: FileFormat, case: str) -> NDArray
     if not path.is_file():
         raise InvalidSubmissionError(f"case {case}: prediction file {rel!r} not found")
     try:
-        return load_array(path, fmt)
+        return load_case(path, fmt)[0]
     except (OSError, ValueError) as exc:
         raise InvalidSubmissionError(f"case {case}: cannot read {rel!r}: {exc}") from None
 
@@ -108,14 +116,16 @@ def _per_case(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataF
     column, fmt = layout.file_column, layout.file_format
     values: dict[str, list[float]] = {m.name: [] for m in metrics}
     for case in ref.index:
-        truth = load_array(ref_dir / str(ref.at[case, column]), fmt)
+        truth, spacing = load_case(ref_dir / str(ref.at[case, column]), fmt)
         pred = _case_file(sub_dir, sub.at[case, column], fmt, case)
         if pred.shape != truth.shape:
             raise InvalidSubmissionError(
                 f"case {case}: prediction shape {pred.shape} differs from {truth.shape}")
         for m in metrics:
             assert m.grading is not None
-            values[m.name].append(float(METRICS.get(m.grading.evaluator)(pred, truth)))
+            fn: Callable[..., float] = METRICS.get(m.grading.evaluator).fn
+            value = fn(pred, truth, spacing) if m.grading.spacing else fn(pred, truth)
+            values[m.name].append(float(value))
     return {m.name: _aggregate(values[m.name], m) for m in metrics}
 
 

@@ -80,8 +80,8 @@ def test_missing_reference_is_our_error(tmp_path: Path) -> None:
 
 
 def test_rank_only_card_cannot_be_graded(tmp_path: Path) -> None:
-    with pytest.raises(InputDataError, match="not gradable: no grader for dice"):
-        grade_and_rank("isles22", tmp_path, tmp_path)
+    with pytest.raises(InputDataError, match="not gradable: no grader for hd_50pc, dsc_50pc"):
+        grade_and_rank("seg_a", tmp_path, tmp_path)
 
 
 # --- neurips-cellseg: instance masks ------------------------------------------------------------
@@ -166,3 +166,34 @@ def test_grade_cli_json(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.stderr
     got = json.loads(result.stdout)
     assert got["metrics"] == {"score": pytest.approx(3.0)} and got["rank"]["percentile"] == 1.0
+
+
+# --- isles22: NIfTI masks with voxel spacing ----------------------------------------------------
+
+def test_isles22_end_to_end_with_nifti_spacing(tmp_path: Path) -> None:
+    import nibabel as nib
+
+    ref_mask = np.zeros((8, 8, 8), dtype=np.uint8)
+    ref_mask[1:3, 1:3, 1:3] = 1  # lesion of 8 voxels
+    ref_mask[5, 5, 5] = 1        # lesion of 1 voxel
+    pred_mask = np.zeros_like(ref_mask)
+    pred_mask[1:3, 1:3, 1:3] = 1  # first lesion exact, second missed
+    affine = np.diag([2.0, 2.0, 2.5, 1.0])  # voxel = 10 mm³ = 0.01 ml
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": "c1", "predicted_mask_path": "c1.nii.gz"}])
+    nib.save(nib.Nifti1Image(ref_mask, affine), ref / "c1.nii.gz")
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": "c1", "predicted_mask_path": "c1.nii.gz"}])
+    nib.save(nib.Nifti1Image(pred_mask, affine), sub / "c1.nii.gz")
+
+    report = grade_and_rank("isles22", sub, ref)
+    assert report.metrics == {
+        "dice": pytest.approx(2 * 8 / (8 + 9)),
+        "lesion_f1": pytest.approx(1 / (1 + 1 / 2)),  # TP 1, FN 1
+        "lesion_count_diff": 1.0,
+        "abs_volume_diff": pytest.approx(0.01),
+    }
+    # leaderboard (N=10): dice 0.941 beats all (best 0.7869); lesion F1 0.667 is below all
+    # (worst 0.8043); a 0.01 ml volume error beats all (best 4.6982 ml)
+    assert report.rank.positions["dice"] == 1 and report.rank.positions["lesion_f1"] == 11
+    assert report.rank.positions["abs_volume_diff"] == 1

@@ -7,6 +7,7 @@ import pytest
 from skimage import data
 
 import evaluators.catalog  # noqa: F401
+from evaluators.challenge_metrics import abs_volume_diff, lesion_count_diff, lesion_f1
 from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
 from evaluators.instance import instance_f1, iou_matrix
 from evaluators.metrics import METRICS, Direction
@@ -186,3 +187,40 @@ def test_lncc_constant_images() -> None:
     flat = np.full((16, 16), 5.0)
     assert lncc(flat, np.full((16, 16), 9.0)) == 1.0  # both normalise to 0: equal
     assert lncc(flat, data.camera()[:16, :16].astype(float)) == 0.0
+
+
+# --- ISLES'22 lesion metrics ---------------------------------------------------------------------
+
+def _lesion_case() -> tuple[np.ndarray, np.ndarray]:
+    ref = np.zeros((6, 6, 6), dtype=np.int64)
+    ref[1, 1, 1] = ref[1, 1, 3] = ref[4, 4, 4] = 1  # three lesions A, B, C
+    pred = np.zeros_like(ref)
+    pred[1, 1, 1:4] = 1  # one blob touching A and B
+    pred[0, 5, 0] = 1    # a false positive D
+    return pred, ref
+
+
+def test_lesion_f1_official_any_overlap() -> None:
+    pred, ref = _lesion_case()
+    # TP = A, B (both touched by the same blob); FN = C; FP = D -> 2 / (2 + 1)
+    assert lesion_f1(pred, ref) == pytest.approx(2 / 3)
+    empty = np.zeros_like(ref)
+    assert lesion_f1(empty, empty) == 1.0 and lesion_f1(empty, ref) == 0.0
+
+
+def test_lesion_count_and_volume() -> None:
+    pred, ref = _lesion_case()
+    assert lesion_count_diff(pred, ref) == 1.0  # |3 - 2|
+    assert abs_volume_diff(pred, ref, (2.0, 2.0, 2.0)) == pytest.approx(0.008)  # 1 voxel · 8 mm³
+    diag = np.zeros((3, 3, 3), dtype=np.int64)
+    diag[0, 0, 0] = diag[1, 1, 1] = 1  # corner-touching voxels: one lesion under 26-connectivity
+    assert lesion_count_diff(diag, np.zeros_like(diag)) == 1.0
+    with pytest.raises(ValueError, match="spacing"):
+        abs_volume_diff(pred, ref, (1.0, 1.0))
+    with pytest.raises(ValueError, match="needs the voxel spacing"):
+        METRICS.get("abs_volume_diff")(pred, ref)
+
+
+def test_binary_dice_is_the_imaging_dice() -> None:
+    pred, ref = _lesion_case()
+    assert METRICS.get("binary_dice")(pred * 255, ref) == pytest.approx(2 * 2 / (4 + 3))
