@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 from datetime import datetime
+from enum import StrEnum
 from typing import Any
+from uuid import UUID
 
 import typer
 import yaml
@@ -218,3 +220,99 @@ def deploy(
             crons = ", ".join(f"{s.cron} {s.timezone} (next {s.next_run:%Y-%m-%d %H:%M})"
                               for s in i.schedules) or "no schedule"
             typer.echo(f"{i.name:40} {i.work_pool or '-':18} {crons}")
+
+
+# --- re-running a failed flow run or one stage ----------------------------------------------
+
+class RerunWhere(StrEnum):
+    """Where a re-run executes."""
+
+    WORKER = "worker"
+    LOCAL = "local"
+
+
+class RerunOutcome(Frozen):
+    """What ``medflows rerun`` did."""
+
+    flow_run_id: str = Field(description="Flow run that was re-run (the stage's, with --stage).")
+    flow_name: str = Field(description="Its flow.")
+    where: RerunWhere = Field(description="Rescheduled for a worker, or run in this process.")
+    state: str = Field(description="State type after the re-run (SCHEDULED for 'worker').")
+
+
+def flow_by_name(name: str) -> Any:
+    """The flow object called ``name`` among the deployments' entrypoints."""
+    from prefect.flows import load_flow_from_entrypoint
+
+    known = []
+    for spec in project_file().deployments:
+        flow = load_flow_from_entrypoint(spec.entrypoint, use_placeholder_flow=False)
+        if flow.name == name:
+            return flow
+        known.append(flow.name)
+    raise InputDataError(name, f"not a medflows flow; known flows: {', '.join(known)}")
+
+
+def _stage_run(client: Any, root: Any, stage: str) -> tuple[Any, str]:
+    """The latest run of ``stage`` (flow name, or its prefix: ``score`` → ``score-qa``) in the
+    tree of flow runs under ``root``."""
+    from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterParentFlowRunId
+
+    tree, frontier = [root], [root.id]
+    for _ in range(4):
+        children = client.read_flow_runs(flow_run_filter=FlowRunFilter(
+            parent_flow_run_id=FlowRunFilterParentFlowRunId(any_=frontier))) if frontier else []
+        tree += children
+        frontier = [c.id for c in children]
+    named = [(run, client.read_flow(run.flow_id).name) for run in tree]
+    matches = [(r, n) for r, n in named if n == stage or n.split("-")[0] == stage]
+    if not matches:
+        raise InputDataError(str(root.id), f"no stage {stage!r}; stages of this run: "
+                             f"{', '.join(sorted({n for _, n in named}))}")
+    return max(matches, key=lambda m: m[0].created)
+
+
+def rerun_flow_run(flow_run_id: str, stage: str | None = None) -> RerunOutcome:
+    """Re-run a finished flow run in place (same id); cached steps return their stored results.
+
+    A deployment's run without ``stage`` is rescheduled for its worker (what the UI's *Retry*
+    does); everything else runs here, in this process.
+    """
+    from prefect.client.orchestration import get_client
+    from prefect.flow_engine import run_flow
+    from prefect.states import Scheduled
+    from prefect.utilities.callables import get_call_parameters, parameters_to_args_kwargs
+
+    with get_client(sync_client=True) as client:
+        target = client.read_flow_run(UUID(flow_run_id))
+        name = client.read_flow(target.flow_id).name
+        if stage:
+            target, name = _stage_run(client, target, stage)
+        if target.state is None or not target.state.is_final():
+            raise InputDataError(flow_run_id, "is still running; only finished runs re-run")
+        client.set_flow_run_state(target.id, Scheduled(message="medflows rerun"), force=True)
+        if target.deployment_id and not stage:
+            return RerunOutcome(flow_run_id=str(target.id), flow_name=name, where=RerunWhere.WORKER,
+                                state="SCHEDULED")
+        target = client.read_flow_run(target.id)
+    flow = flow_by_name(name)
+    args, kwargs = parameters_to_args_kwargs(flow.fn, target.parameters)
+    state = run_flow(flow=flow, flow_run=target, return_type="state",
+                     parameters=get_call_parameters(flow.fn, args, kwargs))
+    return RerunOutcome(flow_run_id=str(target.id), flow_name=name, where=RerunWhere.LOCAL,
+                        state=state.type.value)
+
+
+@app.command("rerun")
+def rerun(
+    flow_run_id: str = typer.Argument(..., help="Id of a failed (or finished) flow run."),
+    stage: str = typer.Option(None, help="Re-run only this stage (e.g. score) of the run."),
+) -> None:
+    """Re-run a failed flow run (or one stage of it); upstream steps come from the cache."""
+    try:
+        outcome = rerun_flow_run(flow_run_id, stage)
+    except (InputDataError, ValueError) as exc:
+        raise fail(str(exc)) from None
+    typer.echo(outcome.model_dump_json(indent=2))
+    if outcome.state not in ("COMPLETED", "SCHEDULED"):
+        raise typer.Exit(1)
