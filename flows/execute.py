@@ -25,3 +25,64 @@ def execute_qa(
     runs: list[QARun] = futures.result()
     print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version}")
     return runs
+
+
+# Research cells (AutoMedBench S1–S5): agent × task × tier × replicate in a sandbox.
+
+from tasks_lib.domain import Tier  # noqa: E402
+from tasks_lib.harness.matrix import MatrixRun, matrix_folder, summarise, write_report  # noqa: E402
+from tasks_lib.harness.record import CellReport  # noqa: E402
+from tasks_lib.harness.steps import (  # noqa: E402
+    cell_step,
+    evaluate_step,
+    execute_step,
+    judge_step,
+    plan_step,
+    record_step,
+)
+from tasks_lib.imaging.pool import load_task  # noqa: E402
+from tasks_lib.sandbox.base import SandboxBackend  # noqa: E402
+
+
+def _pool_dir(task_id: str) -> str:
+    """Local folder of the task's default pool, built (construct DAG subflow) if missing."""
+    from flows.construct import construct_imaging
+    from tasks_lib.imaging.pool import default_pool_url, pool_exists
+
+    url = default_pool_url(task_id)
+    if not pool_exists(url):
+        construct_imaging(task_id, url)
+    return url.removeprefix("file://")
+
+
+@flow(name="run-cell", flow_run_name="cell-{agent_id}-{task_id}-{tier}-r{replicate}",
+      log_prints=True)
+def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "local",
+             replicate: int = 0, judge_model: str | None = None) -> CellReport:
+    """One evaluation cell end to end: plan → execute → evaluate → judge → record."""
+    card = load_task(task_id)
+    plan = plan_step(agent_id, task_id, card.track, Tier(tier), SandboxBackend(sandbox),
+                     replicate, _pool_dir(task_id), judge_model, card.time_budget_s)
+    execution = execute_step(plan)
+    product = evaluate_step(plan, execution)
+    scores = judge_step(plan, execution, product)
+    report = record_step(plan, execution, scores)
+    print(f"{report.run_id}: {report.status.value} overall={report.overall} "
+          f"agentic={report.agentic} task={report.task_score}")
+    return report
+
+
+@flow(name="run-matrix", flow_run_name="matrix-{matrix_id}", log_prints=True)
+def run_matrix(matrix_id: str, agents: list[str], tasks: list[str], tiers: list[str],
+               replicates: int = 1, sandbox: str = "local",
+               judge_model: str | None = None) -> MatrixRun:
+    """Fan out agents × tasks × tiers × replicates (concurrency = the task runner's workers)."""
+    cards = {t: load_task(t) for t in tasks}
+    pools = {t: _pool_dir(t) for t in tasks}
+    plans = [plan_step(a, t, cards[t].track, Tier(tier), SandboxBackend(sandbox), r, pools[t],
+                       judge_model, cards[t].time_budget_s)
+             for a in agents for t in tasks for tier in tiers for r in range(replicates)]
+    reports: list[CellReport] = cell_step.map(plans).result()
+    report_path = write_report(summarise(reports), matrix_folder(matrix_id))
+    print(f"matrix {matrix_id}: {len(reports)} runs → {report_path}")
+    return MatrixRun(report_json=str(report_path), report=summarise(reports))

@@ -25,6 +25,7 @@ def main() -> None:
     from flows.cli import imaging as imaging  # noqa: F401
     from flows.cli import ops as ops  # noqa: F401
     from flows.cli import challenge as challenge  # noqa: F401
+    from flows.cli import run as run  # noqa: F401
 
     try:
         app()

@@ -1,0 +1,84 @@
+"""``medflows run cell|matrix``: research cells (agent × task × tier) in a sandbox, scored."""
+
+from __future__ import annotations
+
+import time
+
+import typer
+
+from evaluators.registry import UnknownNameError
+from flows.cli.groups import app, fail, split_list
+from tasks_lib.domain import Tier
+from tasks_lib.errors import InputDataError
+from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.sandbox.local import SandboxUnavailableError
+
+run_app = typer.Typer(no_args_is_help=True,
+                      help="Run research agents in sandboxes and score them (S1–S5).")
+app.add_typer(run_app, name="run")
+
+USER_ERRORS = (InputDataError, UnknownNameError, SandboxUnavailableError)
+
+
+@run_app.command("cell")
+def run_cell_cmd(
+    agent: str = typer.Option(..., help="Agent id from datasets/agents.yaml."),
+    task: str = typer.Option(..., help="Imaging task id (pool built if missing)."),
+    tier: Tier = typer.Option(Tier.LITE, help="lite | standard | pro."),
+    sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local (bwrap) | docker."),
+    replicate: int = typer.Option(0, min=0, help="Replicate index."),
+    judge_model: str = typer.Option(None, help="Judge model (default: the judge_model setting; "
+                                    "'rules' = offline deterministic judge)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the ledger row as JSON."),
+) -> None:
+    """Run one evaluation cell end to end (execute, then score) and print its ledger row."""
+    from flows.execute import run_cell
+
+    try:
+        report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
+                          replicate=replicate, judge_model=judge_model)
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(report.model_dump_json(indent=2))
+        return
+    typer.echo(f"{report.run_id} {report.status.value}: overall={report.overall} "
+               f"agentic={report.agentic} task={report.task_score} stages={report.stages} "
+               f"codes={[c.value for c in report.error_codes]}")
+
+
+@run_app.command("matrix")
+def run_matrix_cmd(
+    agents: str = typer.Option(..., help="Comma-separated agent ids."),
+    tasks: str = typer.Option(..., help="Comma-separated imaging task ids."),
+    tiers: str = typer.Option("lite", help="Comma-separated tiers."),
+    replicates: int = typer.Option(1, min=1, help="Replicates per cell (N)."),
+    sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local | docker."),
+    concurrency: int = typer.Option(2, min=1, help="Cells run at the same time."),
+    judge_model: str = typer.Option(None, help="Judge model ('rules' = offline judge)."),
+    matrix_id: str = typer.Option(None, help="Report folder name (default: a timestamp)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Run the grid agents × tasks × tiers × N and write the report (matrix.json, matrix.md)."""
+    from prefect.task_runners import ThreadPoolTaskRunner
+
+    from flows.execute import run_matrix
+    from tasks_lib.harness.matrix import markdown
+
+    try:
+        tier_list = [Tier(t).value for t in split_list(tiers) or []]
+    except ValueError as exc:
+        raise fail(str(exc)) from None
+    flow = run_matrix.with_options(task_runner=ThreadPoolTaskRunner(max_workers=concurrency))
+    try:
+        result = flow(matrix_id=matrix_id or time.strftime("%Y%m%dT%H%M%S"),
+                      agents=split_list(agents) or [], tasks=split_list(tasks) or [],
+                      tiers=tier_list, replicates=replicates, sandbox=sandbox.value,
+                      judge_model=judge_model)
+    except USER_ERRORS as exc:
+        raise fail(str(exc)) from None
+    if as_json:
+        typer.echo(result.model_dump_json(indent=2))
+        return
+    typer.echo(markdown(result.report))
+    typer.echo(f"report: {result.report_json}")
