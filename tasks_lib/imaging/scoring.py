@@ -104,7 +104,7 @@ def score_detection(sub: Path, pool: Storage, m: PoolManifest,
                     valid: list[str]) -> dict[str, dict[str, float]]:
     """Per-image AP@0.5 (VOC) on that image alone; the task value is dataset-level."""
     preds, refs = detection_sets(sub, pool, m, valid)
-    return {c.case_id: {"map_50": map_50([p], [r]), "n_detections": float(len(p.boxes))}
+    return {c.case_id: {"map_50": map_50([p], [r])}
             for c, p, r in zip(m.cases, preds, refs, strict=True) if c.case_id in valid}
 
 
@@ -132,6 +132,15 @@ def score_reports(sub: Path, pool: Storage, m: PoolManifest,
                   "finding_f1": finding_f1(pred, ref)}
             for cid, pred, ref in _texts(sub, pool, m, valid, "case_id", "report")}
 
+
+CASE_METRICS: dict[str, list[str]] = {
+    "segmentation": ["dice_macro", "hd95"],
+    "enhancement": ["psnr", "ssim"],
+    "detection": ["map_50"],
+    "vqa": ["vqa_exact_match"],
+    "report_generation": ["report_score", "bleu", "meteor", "rouge_l", "finding_f1"],
+}
+"""Metrics each track computes per case (detection's task-level mAP is dataset-level)."""
 
 CaseScorer = Callable[[Path, Storage, PoolManifest, list[str]], dict[str, dict[str, float]]]
 CASE_SCORERS: Registry[CaseScorer] = Registry("imaging case scorer")

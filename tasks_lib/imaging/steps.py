@@ -15,6 +15,7 @@ from tasks_lib.imaging.baselines import BaselineKind, baseline_files
 from tasks_lib.imaging.deid import Deidentified, deidentify
 from tasks_lib.imaging.pool import read_manifest, write_pool
 from tasks_lib.imaging.scoring import (
+    CASE_METRICS,
     CASE_SCORERS,
     extra_task_metrics,
     per_case_rows,
@@ -108,7 +109,7 @@ def case_metrics(card: TaskSpec, submission: str, pool_url: str, manifest: PoolM
     else:
         values = CASE_SCORERS.get(card.track.value)(Path(submission), Storage(pool_url),
                                                     manifest, valid)
-    return per_case_rows(manifest, rows, values, list(card.metrics))
+    return per_case_rows(manifest, rows, values, CASE_METRICS[card.track.value])
 
 
 @task(task_run_name="task-metrics-{manifest.task_id}")

@@ -18,6 +18,8 @@ from typing import Any
 
 import numpy as np
 from nibabel.filebasedimages import ImageFileError
+from nibabel.spatialimages import HeaderDataError
+from nibabel.wrapstruct import WrapStructError
 
 from evaluators.registry import Registry
 from tasks_lib.errors import InvalidSubmissionError
@@ -83,7 +85,8 @@ def load_label_map(data: bytes) -> np.ndarray:
     """Parse a NIfTI label map; :class:`InvalidSubmissionError` if corrupt or truncated."""
     try:
         return codecs.nifti_array(codecs.nifti_load(data))
-    except (OSError, EOFError, ValueError, zlib.error, ImageFileError) as exc:
+    except (OSError, EOFError, ValueError, zlib.error, ImageFileError, WrapStructError,
+            HeaderDataError) as exc:
         raise InvalidSubmissionError(f"unreadable NIfTI: {type(exc).__name__}: {exc}") from None
 
 
@@ -236,7 +239,8 @@ INSPECTORS.add("report_generation", lambda root, m: _inspect_table(root, m, "cas
 def extra_entries(root: Path, m: PoolManifest) -> list[FrameRow]:
     """Rows for top-level entries the task does not ask for (never opened)."""
     wanted = {c.output for c in m.cases}
-    return [FrameRow(case_id=e.name, expected=False, present=True, safe=not e.is_symlink(),
+    return [FrameRow(case_id=e.name, expected=False, present=True, readable=True,
+                     safe=not e.is_symlink(),
                      reason=f"unexpected {'symlink' if e.is_symlink() else 'entry'} {e.name!r}")
             for e in sorted(os.scandir(root), key=lambda e: e.name) if e.name not in wanted]
 

@@ -1,0 +1,159 @@
+"""Malformed submissions never crash scoring: each gets a clear reason and the policy's score."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from imaging.helpers import score
+from tasks_lib.errors import InvalidSubmissionError
+from tasks_lib.imaging import codecs
+from tasks_lib.imaging.baselines import BaselineKind
+from tasks_lib.imaging.submission import safe_read
+from tasks_lib.imaging.types import PoolManifest, ScoreCard
+
+Pools = dict[str, tuple[str, PoolManifest]]
+Make = Callable[[str, BaselineKind], Path]
+SEG = "brain-tissue-seg"
+
+
+def _case(card: ScoreCard, case_id: str) -> dict[str, object]:
+    return next(c for c in card.public_json()["per_case"] if c["case_id"] == case_id)  # type: ignore[union-attr, index]
+
+
+def _failed_columns(card: ScoreCard) -> dict[str, list[str]]:
+    return {f.column: f.cases for f in card.validation.failures}
+
+
+@pytest.mark.parametrize("name", ["../outside.nii.gz", "/etc/passwd", "a\\b", "sub/../../x"])
+def test_names_escaping_the_folder_are_refused(tmp_path: Path, name: str) -> None:
+    with pytest.raises(InvalidSubmissionError, match="escapes"):
+        safe_read(tmp_path, name)
+
+
+def test_segmentation_bad_files(pools: Pools, baseline: Make) -> None:
+    url, m = pools[SEG]
+    sub = baseline(SEG, BaselineKind.PERFECT)
+    ids = [c.case_id for c in m.cases]
+    shape = m.cases[0].shape
+    (sub / f"{ids[0]}.nii.gz").write_bytes(codecs.nifti_bytes(np.zeros((4, 4, 4), np.uint8),
+                                                              (4, 4, 4)))
+    nan = np.zeros(shape, np.float32)
+    nan[0, 0, 0] = np.nan
+    (sub / f"{ids[1]}.nii.gz").write_bytes(codecs.nifti_bytes(nan, (4, 4, 4)))
+    good = (sub / f"{ids[2]}.nii.gz").read_bytes()
+    (sub / f"{ids[2]}.nii.gz").write_bytes(good[: len(good) // 2])
+    (sub / f"{ids[3]}.nii.gz").write_bytes(b"not a nifti at all")
+    (sub / f"{ids[4]}.nii.gz").unlink()
+    (sub / f"{ids[5]}.nii.gz").write_bytes(codecs.nifti_bytes(np.full(shape, 7, np.uint8),
+                                                              (4, 4, 4)))
+    (sub / "notes.txt").write_text("hello")
+    card = score(SEG, url, sub)
+    assert "shape" in str(_case(card, ids[0])["reason"])
+    assert "dtype" in str(_case(card, ids[1])["reason"])
+    assert "NaN" in str(_case(card, ids[1])["reason"])
+    assert "unreadable NIfTI" in str(_case(card, ids[2])["reason"])
+    assert "unreadable NIfTI" in str(_case(card, ids[3])["reason"])
+    assert _case(card, ids[4])["reason"] == "missing"
+    assert "values outside" in str(_case(card, ids[5])["reason"])
+    cols = _failed_columns(card)
+    assert cols["shape_ok"] == [ids[0]] and cols["readable"] == sorted([ids[2], ids[3], ids[4]])
+    assert cols["expected"] == ["notes.txt"] and cols["present"] == [ids[4]]
+    assert cols["dtype_ok"] == [ids[1]] and cols["values_ok"] == [ids[5]]
+    for cid in ids[:6]:
+        assert _case(card, cid)["dice_macro"] == 0.0 and _case(card, cid)["hd95"] == 373.13
+    assert _case(card, ids[6])["dice_macro"] == 1.0
+    assert card.metrics["dice_macro"] == pytest.approx(2 / 8)
+    assert card.task_score == 0.0 and card.notes  # any missing case zeroes the Dice credit
+    assert card.s4 == pytest.approx(0.5 * 7 / 8)
+    assert card.s5 == 0.5  # positive evidence, but the suite failed
+
+
+def test_symlink_to_outside_is_never_read(pools: Pools, baseline: Make, tmp_path: Path) -> None:
+    url, m = pools[SEG]
+    sub = baseline(SEG, BaselineKind.EMPTY)
+    target = Path(url) / "private" / m.cases[0].reference
+    (sub / m.cases[0].output).unlink()
+    os.symlink(target, sub / m.cases[0].output)
+    os.symlink(tmp_path, sub / "escape")
+    card = score(SEG, url, sub)
+    row = _case(card, m.cases[0].case_id)
+    assert row["valid"] is False and "symlink" in str(row["reason"])
+    assert row["dice_macro"] == 0.0  # the perfect reference behind the link was not used
+    assert _failed_columns(card)["safe"] == sorted([m.cases[0].case_id, "escape"])
+
+
+def test_all_corrupt_gives_s5_zero(pools: Pools, baseline: Make) -> None:
+    url, m = pools[SEG]
+    sub = baseline(SEG, BaselineKind.PERFECT)
+    for c in m.cases:
+        (sub / c.output).write_bytes(gzip.compress(b"\x00" * 100))
+    card = score(SEG, url, sub)
+    assert card.s5 == 0.0 and card.task_score == 0.0 and card.s4 == 0.5
+
+
+def test_enhancement_nan_inf_and_dtype(pools: Pools, baseline: Make) -> None:
+    url, m = pools["ldct-denoise"]
+    sub = baseline("ldct-denoise", BaselineKind.PERFECT)
+    bad = np.zeros(m.cases[0].shape, np.float32)
+    bad[3, 3] = np.inf
+    (sub / m.cases[0].output).write_bytes(codecs.npy_bytes(bad))
+    (sub / m.cases[1].output).write_bytes(codecs.npy_bytes(np.zeros(m.cases[1].shape, np.int64)))
+    card = score("ldct-denoise", url, sub)
+    cols = _failed_columns(card)
+    assert cols["finite"] == [m.cases[0].case_id] and cols["dtype_ok"] == [m.cases[1].case_id]
+    assert card.metrics["ssim"] == pytest.approx(6 / 8)
+
+
+def test_detection_box_checks(pools: Pools, baseline: Make) -> None:
+    url, m = pools["brain-lesion-det"]
+    sub = baseline("brain-lesion-det", BaselineKind.PERFECT)
+    _, w = m.cases[0].shape
+    bad = [
+        {"boxes": [[10, 10, 5, 20]], "scores": [0.5], "labels": [1]},
+        {"boxes": [[0, 0, w + 5, 10]], "scores": [0.5], "labels": [1]},
+        {"boxes": [[0, 0, 5, 5]], "scores": [0.5], "labels": [9]},
+        {"boxes": [[0, 0, 5, 5]], "scores": [], "labels": [1]},
+    ]
+    for c, obj in zip(m.cases, bad, strict=False):
+        (sub / c.output).write_text(json.dumps(obj))
+    (sub / m.cases[4].output).write_text("{not json")
+    card = score("brain-lesion-det", url, sub)
+    cols = _failed_columns(card)
+    ids = [c.case_id for c in m.cases]
+    assert cols["boxes_ok"] == sorted(ids[:2]) and cols["values_ok"] == [ids[2]]
+    assert cols["readable"] == sorted(ids[3:5])
+    assert "not ordered or outside" in str(_case(card, ids[1])["reason"])
+    assert 0.0 < card.metrics["map_50"] < 1.0 and card.s5 == 0.5
+
+
+def test_vqa_non_utf8_duplicates_and_unknown_ids(pools: Pools, baseline: Make) -> None:
+    url, m = pools["brain-lesion-vqa"]
+    sub = baseline("brain-lesion-vqa", BaselineKind.PERFECT)
+    (sub / "answers.csv").write_bytes("question_id,answer\nimg-000-q0,oui é\n".encode("latin-1"))
+    card = score("brain-lesion-vqa", url, sub)
+    assert card.s5 == 0.0 and card.task_score == 0.0
+    assert all("not UTF-8" in str(c["reason"]) for c in card.public_json()["per_case"])  # type: ignore[union-attr]
+    sub2 = baseline("brain-lesion-vqa", BaselineKind.PERFECT)
+    text = (sub2 / "answers.csv").read_text()
+    first = text.splitlines()[1]
+    (sub2 / "answers.csv").write_text(text + first + "\nnope-q9,yes\n")
+    card2 = score("brain-lesion-vqa", url, sub2)
+    cols = _failed_columns(card2)
+    assert cols["unique"] == [first.split(",")[0]] and cols["expected"] == ["nope-q9"]
+    assert card2.task_score == pytest.approx((len(m.cases) - 1) / len(m.cases))
+
+
+def test_report_missing_column(pools: Pools, baseline: Make) -> None:
+    url, _ = pools["brain-lesion-report"]
+    sub = baseline("brain-lesion-report", BaselineKind.PERFECT)
+    (sub / "reports.csv").write_text("case,text\nimg-000,hello\n")
+    card = score("brain-lesion-report", url, sub)
+    assert card.task_score == 0.0 and card.s5 == 0.0
+    assert "needs columns" in card.per_case[0].reason
