@@ -1,4 +1,6 @@
-"""Lesion metrics of ISLES'22 (ischemic stroke lesion segmentation), official conventions.
+"""Challenge-specific metrics with official conventions: ISLES'22 lesions and PUMA tissue Dice.
+
+ISLES'22 (ischemic stroke lesion segmentation):
 
 Lesions are the connected components of a binary mask (non-zero = lesion) under **full**
 connectivity (26 in 3D, 8 in 2D).
@@ -13,6 +15,8 @@ connectivity (26 in 3D, 8 in 2D).
 * ``lesion_count_diff``: ``|#lesions(reference) − #lesions(prediction)|``.
 * ``abs_volume_diff``: ``|V(reference) − V(prediction)|`` in **millilitres**, from the voxel
   spacing in mm (``prod(spacing) / 1000`` ml per voxel).
+
+PUMA (melanoma histopathology): ``puma_micro_dice`` (see its docstring).
 """
 
 from __future__ import annotations
@@ -89,3 +93,35 @@ def abs_volume_diff(prediction: NDArray[np.generic], reference: NDArray[np.gener
     voxel_ml = float(np.prod([float(s) for s in spacing])) / 1000.0
     n_ref, n_pred = int(np.count_nonzero(reference)), int(np.count_nonzero(prediction))
     return abs(n_ref - n_pred) * voxel_ml
+
+
+PUMA_TISSUE_CLASSES = (1, 2, 3, 4, 5)
+"""stroma, blood vessel, tumour, epidermis, necrosis (0 = white background, not scored)."""
+_PUMA_EPS = 1e-5
+
+
+@metric("puma_micro_dice", direction=Direction.HIGHER, averaging="whole test set (pooled)",
+        both_empty=0.0, one_empty=0.0, missing=0.0,
+        description="micro Dice over tissue classes 1-5, pixels pooled over images (PUMA)")
+def puma_micro_dice(predictions: Sequence[NDArray[np.generic]],
+                    references: Sequence[NDArray[np.generic]]) -> float:
+    """Official PUMA tissue score: per class, Dice of the pixels pooled over every image.
+
+    *Official vs textbook*: pixels are pooled over the whole test set (micro), not averaged per
+    image; a class absent from every prediction and reference scores **0** (not skipped, not 1);
+    no overlap scores 0, otherwise ``(2·I + 1e-5) / (U + 1e-5)``; the score is the mean over the
+    five classes. Labels outside 1–5 count as background.
+    """
+    if len(predictions) != len(references) or not references:
+        raise ValueError("need one prediction per reference image, at least one image")
+    scores = []
+    for c in PUMA_TISSUE_CLASSES:
+        inter = union = 0
+        for pred, ref in zip(predictions, references, strict=True):
+            _check(pred, ref)
+            p, r = np.asarray(pred) == c, np.asarray(ref) == c
+            inter += int(np.count_nonzero(p & r))
+            union += int(np.count_nonzero(p)) + int(np.count_nonzero(r))
+        scores.append(0.0 if union == 0 or inter == 0 else (2 * inter + _PUMA_EPS)
+                      / (union + _PUMA_EPS))
+    return float(np.mean(scores))

@@ -33,6 +33,7 @@ from tasks_lib.settings import get_settings
 PRIMARY = {"seg_a": "dsc_50pc", "topcow-track1-task2": "iou", "topcow-track2-task2": "iou"}
 
 _MEAN = Aggregate.MEAN
+_PUMA_TISSUE = ("puma-track1-task1", "puma-track2-task1")
 _F1 = {f"f1_{t}": Grading(evaluator=f"instance_f1_{t}", scope=GradingScope.PER_CASE)
        for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
 _VESSELS = {
@@ -44,6 +45,8 @@ GRADING: dict[str, dict[str, Grading]] = {
     "neurips-cellseg": _F1,
     "usenhance": {m: Grading(evaluator=m, scope=GradingScope.PER_CASE)
                   for m in ("lncc", "ssim", "psnr")},
+    **{c: {"dice": Grading(evaluator="puma_micro_dice", scope=GradingScope.WHOLE_SET)}
+       for c in _PUMA_TISSUE},
     "isles22": {
         "dice": Grading(evaluator="binary_dice", scope=GradingScope.PER_CASE),
         "lesion_f1": Grading(evaluator="lesion_f1", scope=GradingScope.PER_CASE),
@@ -59,6 +62,9 @@ EXTRA_NOTES = {
     "usenhance": ["ssim and psnr are graded with the shared imaging metrics (Gaussian-weighted "
                   "SSIM, data range of the reference, PSNR capped at 100 dB); the ReX-MLE grader "
                   "used the joint range of both images and an uncapped PSNR."],
+    **{c: ["Official PUMA tissue Dice: pixels pooled over all images per class 1-5, a class "
+           "absent everywhere scores 0, mean over the five classes (see "
+           "evaluators/challenge_metrics.py)."] for c in _PUMA_TISSUE},
     "isles22": ["Official ISLES'22 conventions: lesions are 26-connected components, a "
                 "reference lesion touched by any predicted voxel is a true positive, volumes in "
                 "ml from the NIfTI voxel spacing (see evaluators/challenge_metrics.py)."],

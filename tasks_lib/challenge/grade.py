@@ -137,18 +137,34 @@ def _aggregate(values: list[float], metric: ChallengeMetric) -> float:
 
 
 def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataFrame,
-               ref: pd.DataFrame) -> dict[str, float]:
-    column = card.submission.value_columns[0]
-    pred = pd.to_numeric(sub.loc[ref.index, column], errors="coerce")
-    if pred.isna().any() or not np.isfinite(pred.to_numpy()).all():
-        bad = list(pred.index[~np.isfinite(pred.to_numpy(dtype=float, na_value=np.nan))])[:5]
-        raise InvalidSubmissionError(f"column {column!r} is not a finite number for {bad}")
-    truth = ref[column].astype(float).to_numpy()
+               ref: pd.DataFrame, sub_dir: Path, ref_dir: Path) -> dict[str, float]:
+    """Metrics computed once over all cases: on value columns, or on the lists of files."""
+    layout = card.submission
+    if layout.file_column is not None and layout.file_format is not None:
+        column, fmt = layout.file_column, layout.file_format
+        truth = [load_case(ref_dir / str(ref.at[c, column]), fmt)[0] for c in ref.index]
+        pred = [_case_file(sub_dir, sub.at[c, column], fmt, c) for c in ref.index]
+        for case, p, t in zip(ref.index, pred, truth, strict=True):
+            if p.shape != t.shape:
+                raise InvalidSubmissionError(
+                    f"case {case}: prediction shape {p.shape} differs from {t.shape}")
+        args: tuple[Any, Any] = (pred, truth)
+    else:
+        args = (_value_column(layout.value_columns[0], sub, ref),
+                ref[layout.value_columns[0]].astype(float).to_numpy())
     out = {}
     for m in metrics:
         assert m.grading is not None
-        out[m.name] = float(METRICS.get(m.grading.evaluator)(pred.to_numpy(), truth))
+        out[m.name] = float(METRICS.get(m.grading.evaluator)(*args))
     return out
+
+
+def _value_column(column: str, sub: pd.DataFrame, ref: pd.DataFrame) -> NDArray[np.float64]:
+    pred = pd.to_numeric(sub.loc[ref.index, column], errors="coerce").to_numpy(dtype=float)
+    bad = [case for case, v in zip(ref.index, pred, strict=True) if not np.isfinite(v)]
+    if bad:
+        raise InvalidSubmissionError(f"column {column!r} is not a finite number for {bad[:5]}")
+    return pred
 
 
 def grade_submission(card: ChallengeCard, submission_dir: Path,
@@ -172,7 +188,7 @@ def grade_submission(card: ChallengeCard, submission_dir: Path,
     per_case = [m for m in card.metrics if m.grading and m.grading.scope is GradingScope.PER_CASE]
     whole = [m for m in card.metrics if m.grading and m.grading.scope is GradingScope.WHOLE_SET]
     values = _per_case(card, per_case, sub, ref, submission_dir, reference_dir) if per_case else {}
-    values |= _whole_set(card, whole, sub, ref) if whole else {}
+    values |= _whole_set(card, whole, sub, ref, submission_dir, reference_dir) if whole else {}
     return {name: values[name] for name in card.metric_names}, len(ref)
 
 

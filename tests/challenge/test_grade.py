@@ -197,3 +197,30 @@ def test_isles22_end_to_end_with_nifti_spacing(tmp_path: Path) -> None:
     # (worst 0.8043); a 0.01 ml volume error beats all (best 4.6982 ml)
     assert report.rank.positions["dice"] == 1 and report.rank.positions["lesion_f1"] == 11
     assert report.rank.positions["abs_volume_diff"] == 1
+
+
+# --- puma-track1-task1: whole-set metric over image files ----------------------------------------
+
+def test_puma_tissue_end_to_end(tmp_path: Path) -> None:
+    from scipy.ndimage import median_filter
+    from skimage.color import rgb2gray
+    from skimage.filters import threshold_multiotsu
+
+    from evaluators.challenge_metrics import puma_micro_dice
+
+    # "tissue classes" 1-4 from multi-Otsu levels of the bundled IHC histology image; the
+    # prediction is a 5x5 median-smoothed copy (a plausible, imperfect segmentation)
+    grey = rgb2gray(data.immunohistochemistry())
+    classes = (np.digitize(grey, threshold_multiotsu(grey, classes=4)) + 1).astype(np.uint8)
+    refs = [classes[i * 64:(i + 1) * 64, :64] for i in range(3)]
+    preds = [median_filter(r, size=5) for r in refs]
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": f"t{i}", "predicted_mask_path": f"t{i}.png"} for i in range(3)])
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": f"t{i}", "predicted_mask_path": f"t{i}.png"} for i in range(3)])
+    for i in range(3):
+        iio.imwrite(ref / f"t{i}.png", refs[i])
+        iio.imwrite(sub / f"t{i}.png", preds[i])
+    report = grade_and_rank("puma-track1-task1", sub, ref)
+    assert report.metrics == {"dice": pytest.approx(puma_micro_dice(preds, refs))}
+    assert report.n_cases == 3 and report.rank.n_competitors == 10

@@ -7,7 +7,12 @@ import pytest
 from skimage import data
 
 import evaluators.catalog  # noqa: F401
-from evaluators.challenge_metrics import abs_volume_diff, lesion_count_diff, lesion_f1
+from evaluators.challenge_metrics import (
+    abs_volume_diff,
+    lesion_count_diff,
+    lesion_f1,
+    puma_micro_dice,
+)
 from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
 from evaluators.instance import instance_f1, iou_matrix
 from evaluators.metrics import METRICS, Direction
@@ -224,3 +229,29 @@ def test_lesion_count_and_volume() -> None:
 def test_binary_dice_is_the_imaging_dice() -> None:
     pred, ref = _lesion_case()
     assert METRICS.get("binary_dice")(pred * 255, ref) == pytest.approx(2 * 2 / (4 + 3))
+
+
+# --- PUMA micro Dice ------------------------------------------------------------------------------
+
+def _tissue() -> tuple[list[np.ndarray], list[np.ndarray]]:
+    ref1 = np.zeros((4, 4), dtype=np.uint8)
+    ref1[:2], ref1[2:] = 1, 3          # 8 px stroma, 8 px tumour
+    pred1 = ref1.copy()
+    pred1[0, :2] = 3                   # 2 stroma px called tumour
+    ref2 = np.full((4, 4), 2, dtype=np.uint8)  # 16 px blood vessel, predicted exactly
+    return [pred1, ref2.copy()], [ref1, ref2]
+
+
+def test_puma_micro_dice_pools_pixels_and_scores_absent_classes_zero() -> None:
+    preds, refs = _tissue()
+    e = 1e-5
+    # class 1: I 6, U 6+8; class 2: I 16, U 32; class 3: I 8, U 10+8; classes 4, 5 absent -> 0
+    expected = ((12 + e) / (14 + e) + 1.0 + (16 + e) / (18 + e) + 0 + 0) / 5
+    assert puma_micro_dice(preds, refs) == pytest.approx(expected, rel=1e-12)
+
+
+def test_puma_micro_dice_no_overlap_and_bad_input() -> None:
+    ref = np.ones((2, 2), dtype=np.uint8)
+    assert puma_micro_dice([ref * 2], [ref]) == 0.0
+    with pytest.raises(ValueError, match="one prediction per reference"):
+        puma_micro_dice([], [])
