@@ -2,6 +2,12 @@
 
 Keys are ``/``-separated relative paths under a root URL. Keys that try to leave the root
 (``..``, absolute paths) are rejected, so a caller-supplied name can never address another prefix.
+
+Volumes are zarr v3 arrays under a key (``<name>.zarr``), chunked so Dask workers can read shards
+straight from the same URL. S3 (or any S3-compatible server) is a setting, not a code change::
+
+    MEDFLOWS_STORAGE_URL=s3://bucket/medflows
+    MEDFLOWS_STORAGE_OPTIONS='{"endpoint_url": "http://127.0.0.1:9000", "key": "…", "secret": "…"}'
 """
 
 from __future__ import annotations
@@ -12,7 +18,11 @@ from collections.abc import Iterable, Iterator
 from typing import Any
 
 import fsspec
+import numpy as np
+import zarr
 from fsspec.core import url_to_fs
+from fsspec.implementations.local import LocalFileSystem
+from numpy.typing import NDArray
 from pydantic import BaseModel
 
 from tasks_lib.settings import get_settings
@@ -117,6 +127,36 @@ class Storage:
 
     def open(self, key: str, mode: str = "rb") -> Any:
         return self.fs.open(self.path(key), mode)
+
+    def _zarr_target(self, key: str) -> tuple[str, dict[str, Any] | None]:
+        """What zarr opens: a plain path for local folders, else the URL and fsspec options."""
+        if isinstance(self.fs, LocalFileSystem):
+            return self.path(key), None
+        return self.url(key), dict(self._options)
+
+    def write_volume(self, key: str, data: NDArray[Any],
+                     chunks: tuple[int, ...] | None = None) -> str:
+        """Write ``data`` as a zarr array at ``key`` (replacing one there); returns the URL.
+
+        Args:
+            key: Where the array lives, conventionally ``<name>.zarr``.
+            data: The volume.
+            chunks: Chunk shape (default: zarr's choice). Dask reads one chunk per task.
+        """
+        url, options = self._zarr_target(key)
+        arr = zarr.create_array(store=url, storage_options=options, shape=data.shape,
+                                dtype=data.dtype, chunks=chunks or "auto", overwrite=True)
+        arr[...] = data
+        return url
+
+    def open_volume(self, key: str) -> zarr.Array[Any]:
+        """The zarr array at ``key`` (read-only; slices read only the chunks they touch)."""
+        url, options = self._zarr_target(key)
+        return zarr.open_array(store=url, storage_options=options, mode="r")
+
+    def read_volume(self, key: str) -> NDArray[Any]:
+        """The whole zarr array at ``key`` as a numpy array."""
+        return np.asarray(self.open_volume(key)[...])
 
     def __repr__(self) -> str:
         return f"Storage({self.root_url!r})"
