@@ -160,7 +160,8 @@ def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.Data
 
 
 def _value_column(column: str, sub: pd.DataFrame, ref: pd.DataFrame) -> NDArray[np.float64]:
-    pred = pd.to_numeric(sub.loc[ref.index, column], errors="coerce").to_numpy(dtype=float)
+    pred = np.asarray(pd.to_numeric(sub.loc[ref.index, column], errors="coerce"),
+                      dtype=np.float64)
     bad = [case for case, v in zip(ref.index, pred, strict=True) if not np.isfinite(v)]
     if bad:
         raise InvalidSubmissionError(f"column {column!r} is not a finite number for {bad[:5]}")
