@@ -68,24 +68,27 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
     assert root.read_bytes("cost_accuracy.png")[:4] == b"\x89PNG"
 
 
-def _paused_run_id(flow_name: str, timeout: float = 120) -> str:
+def _paused_run_id(run_name: str, timeout: float = 120) -> str:
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import (
         FlowRunFilter,
+        FlowRunFilterName,
         FlowRunFilterState,
         FlowRunFilterStateType,
     )
     from prefect.client.schemas.objects import StateType
 
+    wanted = FlowRunFilter(
+        name=FlowRunFilterName(any_=[run_name]),
+        state=FlowRunFilterState(type=FlowRunFilterStateType(any_=[StateType.PAUSED])))
     deadline = time.monotonic() + timeout
     with get_client(sync_client=True) as client:
         while time.monotonic() < deadline:
-            runs = client.read_flow_runs(flow_run_filter=FlowRunFilter(state=FlowRunFilterState(
-                type=FlowRunFilterStateType(any_=[StateType.PAUSED]))))
+            runs = client.read_flow_runs(flow_run_filter=wanted)
             if runs:
                 return str(runs[0].id)
             time.sleep(1)
-    raise TimeoutError(f"no paused {flow_name} run within {timeout}s")
+    raise TimeoutError(f"no paused run {run_name!r} within {timeout}s")
 
 
 def test_meld_flags_and_review_pause_resumed(tmp_path: Path) -> None:
@@ -124,7 +127,7 @@ def test_meld_flags_and_review_pause_resumed(tmp_path: Path) -> None:
 
             worker = threading.Thread(target=run)
             worker.start()
-            run_id = _paused_run_id("construct-qa")
+            run_id = _paused_run_id("construct-reviewed")
             key = f"pubmedqa/{first['realidx']}"
             resume_flow_run(run_id, run_input={"reviewer": "Dr Review", "batch": "approve",
                                                "decisions": {key: "reject"},
@@ -141,3 +144,39 @@ def test_meld_flags_and_review_pause_resumed(tmp_path: Path) -> None:
     assert manifest.datasets["pubmedqa"].n_withheld == 1
     assert manifest.datasets["pubmedqa"].n_items == 499
     assert str(first["realidx"]) not in manifest.datasets["pubmedqa"].realidx
+
+
+def test_review_rejected_from_the_cli_publishes_nothing(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    from prefect.settings import PREFECT_API_URL
+
+    from flows.construct import construct_qa
+    from tasks_lib.qa.review import PoolRejectedError
+
+    result: dict[str, BaseException] = {}
+
+    def run() -> None:
+        try:
+            construct_qa(pool_id="rejected", datasets=["medbullets"], source=str(QA_SOURCE),
+                         models=HARD_MODELS, per_dataset=3, meld=False, auto_approve=False,
+                         out=str(tmp_path / "pool"))
+        except BaseException as exc:  # noqa: BLE001  (inspected below)
+            result["error"] = exc
+
+    worker = threading.Thread(target=run)
+    worker.start()
+    run_id = _paused_run_id("construct-rejected")
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "medflows"), "review", run_id, "--reviewer", "Dr B",
+         "--reject", "--comment", "wrong source"], capture_output=True, text=True, env=env,
+        timeout=300)
+    worker.join(timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert "resumed" in proc.stdout and "reject" in proc.stdout
+    assert isinstance(result.get("error"), PoolRejectedError)
+    assert "wrong source" in str(result["error"])
+    assert not (tmp_path / "pool" / "manifest.json").exists()
