@@ -163,7 +163,7 @@ def test_review_rejected_from_the_cli_publishes_nothing(tmp_path: Path) -> None:
             construct_qa(pool_id="rejected", datasets=["medbullets"], source=str(QA_SOURCE),
                          models=HARD_MODELS, per_dataset=3, meld=False, auto_approve=False,
                          out=str(tmp_path / "pool"))
-        except BaseException as exc:  # noqa: BLE001  (inspected below)
+        except BaseException as exc:
             result["error"] = exc
 
     worker = threading.Thread(target=run)
