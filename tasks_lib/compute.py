@@ -1,23 +1,60 @@
-"""Dask: a LocalCluster by default, an existing scheduler when ``MEDFLOWS_DASK_ADDRESS`` is set."""
+"""Dask: a LocalCluster by default, an existing scheduler when ``MEDFLOWS_DASK_ADDRESS`` is set.
+
+Scoring code ships pure evaluator functions (``evaluators``) to the workers; workers of an
+existing cluster need the medflows package installed and read volumes straight from storage URLs.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from typing import Any
 
 from distributed import Client, LocalCluster
 
 from tasks_lib.settings import get_settings
 
+CONNECT_TIMEOUT_S = 30
+"""How long to wait for an existing scheduler before failing loudly."""
+
 
 @contextmanager
 def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Client]:
-    """A client for the configured scheduler, or for a LocalCluster that is closed afterwards."""
+    """A client for the configured scheduler, or for a LocalCluster that is closed afterwards.
+
+    Args:
+        n_workers: Worker processes of the LocalCluster (ignored with a scheduler address).
+        threads_per_worker: Threads per LocalCluster worker (ignored likewise).
+    """
     address = get_settings().dask_address
     if address:
-        with Client(address) as client:
+        with Client(address, timeout=CONNECT_TIMEOUT_S) as client:  # type: ignore[no-untyped-call]
             yield client
         return
-    with LocalCluster(n_workers=n_workers, threads_per_worker=threads_per_worker,
-                      processes=True, dashboard_address=None) as cluster, Client(cluster) as client:
+    cluster = LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+        dashboard_address=None)
+    with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         yield client
+
+
+def mean_metric(metric: Callable[[Any, Any], float], predictions: Sequence[Any],
+                references: Sequence[Any]) -> float:
+    """Mean of a pure ``(prediction, reference) → value`` metric over paired items (a Dask task:
+    it lives in an installed module, so any worker can run it)."""
+    if len(predictions) != len(references):
+        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
+    if not predictions:
+        raise ValueError("no items to score")
+    return float(sum(metric(p, r) for p, r in zip(predictions, references, strict=True))
+                 / len(predictions))
+
+
+def score_groups(client: Client, metric: Callable[[Any, Any], float],
+                 groups: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[str, float]:
+    """``mean_metric`` of each named group of (predictions, references), one task per group."""
+    names = list(groups)
+    futures = client.map(mean_metric, [metric] * len(names), [groups[n][0] for n in names],
+                         [groups[n][1] for n in names], key=[f"score-{n}" for n in names])
+    results = client.gather(futures)  # type: ignore[no-untyped-call]
+    return dict(zip(names, results, strict=True))
