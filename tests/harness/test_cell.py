@@ -1,0 +1,119 @@
+"""Research cells end to end under the Prefect test harness (bubblewrap sandbox)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.openai_server import FakeOpenAIServer
+
+from tasks_lib.harness.scripted import baseline_steps
+from tasks_lib.ledger import store
+from tasks_lib.settings import reset_settings
+
+TASK = "brain-tissue-seg"
+SECRET = "sk-cell-test-0123456789abcdef"
+
+
+@pytest.fixture
+def harness(prefect_harness: None) -> Iterator[None]:
+    reset_settings()
+    yield
+    reset_settings()
+
+
+def _ledger(run_id: str) -> tuple[Any, Any]:
+    run = store.runs(run_id=run_id)[0]
+    score = store.scores_for([run_id])[-1]
+    return run, score
+
+
+def test_scripted_baseline_cell_completes_and_is_scored(harness: None) -> None:
+    from flows.execute import run_cell
+
+    report = run_cell(agent_id="scripted-baseline", task_id=TASK, tier="lite",
+                      judge_model="rules")
+    assert report.status.value == "completed"
+    assert report.stages.s4 == 1.0 and report.stages.s5 == 1.0
+    assert (report.stages.s1, report.stages.s2, report.stages.s3) == (1.0, 1.0, 1.0)
+    assert report.task_score is not None and 0.6 < report.task_score < 0.95
+    assert report.task_score == report.metrics["dice_macro"]
+    assert report.agentic == pytest.approx(1.0)
+    assert report.overall == pytest.approx(0.5 + 0.5 * report.task_score)
+    assert report.error_codes == [] and report.cost_usd == 0.0 and report.turns == 8
+    run, score = _ledger(report.run_id)
+    assert (run.agent_id, run.task_id, run.tier, run.status) == ("scripted-baseline", TASK,
+                                                                 "lite", "completed")
+    assert run.turns == 8 and json.loads(run.error_codes) == []
+    assert json.loads(score.stages_json)["s4"] == 1.0 and score.overall == report.overall
+    conversation = json.loads(Path(report.conversation_url).read_text())
+    assert conversation["messages"][0]["role"] == "system"
+    assert "Method to use" in conversation["messages"][0]["content"]  # lite scaffolding
+    assert len(Path(report.trace_url).read_text().splitlines()) >= 10
+
+
+def test_scripted_breach_cell_is_invalid_with_zero_stages(harness: None) -> None:
+    from flows.execute import run_cell
+
+    report = run_cell(agent_id="scripted-breach", task_id=TASK, tier="standard",
+                      judge_model="rules")
+    assert report.status.value == "invalid"
+    assert report.stages.model_dump() == {"s1": 0.0, "s2": 0.0, "s3": 0.0, "s4": 0.0, "s5": 0.0}
+    assert (report.agentic, report.task_score, report.overall) == (0.0, 0.0, 0.0)
+    assert any(v.startswith("read_forbidden") for v in report.violations)
+    assert not Path(report.submission_url).exists()  # terminated before inference
+    run, _ = _ledger(report.run_id)
+    assert run.status == "invalid" and run.cost_usd == 0.0
+
+
+class ToolAgentAndJudge:
+    """Fake provider: replays the baseline as tool calls; judges answer, S2's judge is broken."""
+
+    def __init__(self) -> None:
+        self.steps = baseline_steps("segmentation")
+        self.turn = 0
+
+    def __call__(self, body: dict[str, Any]) -> dict[str, Any] | str:
+        if body.get("tools"):
+            self.turn += 1
+            if self.turn > len(self.steps):
+                return {"tool_calls": [{"id": "done", "type": "function", "function": {
+                    "name": "submit_results", "arguments": "{}"}}]}
+            thought, language, code = self.steps[self.turn - 1]
+            return {"content": f"{thought} key={SECRET}", "tool_calls": [{
+                "id": f"c{self.turn}", "type": "function", "function": {
+                    "name": "execute_code",
+                    "arguments": json.dumps({"language": language, "code": code})}}]}
+        prompt = body["messages"][-1]["content"]
+        if "Stage S2" in prompt:
+            return "I cannot grade this."
+        if "Stage S3" in prompt:
+            return '{"score": 1, "rationale": "pilot checked"}'
+        if "Stage S1" in prompt:
+            return json.dumps({"items": {"clear_pipeline": "yes", "model_fits_target": "yes",
+                                         "models_researched": "yes", "diagram_clear": "yes"}})
+        return '{"fired": [], "evidence": {}, "dominant": null}'
+
+
+def test_tool_agent_cell_with_llm_judge_records_judge_failure(
+        harness: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.execute import run_cell
+
+    with FakeOpenAIServer(ToolAgentAndJudge()) as server:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+        reset_settings()
+        report = run_cell(agent_id="gpt-4o-mini@tools", task_id=TASK, tier="standard",
+                          judge_model="openai/fake-judge")
+    assert report.status.value == "completed" and report.turns == 8
+    assert report.stages.s1 == 1.0 and report.stages.s3 == 1.0 and report.stages.s2 is None
+    assert "unparseable judge reply" in report.judge_errors["s2"]
+    assert report.agentic is None and report.overall is None  # never a silent 0
+    assert report.task_score is not None and report.task_score > 0.6
+    assert report.input_tokens > 0 and report.cost_usd is not None and report.cost_usd > 0
+    for path in (report.conversation_url, report.trace_url):
+        assert SECRET not in Path(path).read_text()
+    assert server.requests[0]["temperature"] == 0
