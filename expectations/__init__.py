@@ -7,8 +7,10 @@ a pandas frame in an ephemeral context (no files written, analytics off).
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import uuid
 from importlib import resources
 from typing import Any
 
@@ -48,7 +50,9 @@ def suite_json(track: str) -> dict[str, Any]:
     return data
 
 
+@functools.lru_cache(maxsize=1)
 def _context() -> Any:
+    """One ephemeral context per process (each new one leaves a temporary docs folder)."""
     os.environ.setdefault("GX_ANALYTICS_ENABLED", "false")
     import great_expectations as gx
     from great_expectations.data_context.types.base import ProgressBarsConfig
@@ -64,13 +68,18 @@ def validate_frame(track: str, frame: pd.DataFrame, key: str = "case_id") -> Out
 
     spec = suite_json(track)
     ctx = _context()
-    suite = ctx.suites.add(gx.ExpectationSuite(name=spec["name"],
+    run = uuid.uuid4().hex
+    suite = ctx.suites.add(gx.ExpectationSuite(name=f"{spec['name']}-{run}",
                                                expectations=spec["expectations"]))
-    asset = ctx.data_sources.add_pandas("submission").add_dataframe_asset("frame")
-    batch = asset.add_batch_definition_whole_dataframe("all").get_batch(
-        batch_parameters={"dataframe": frame})
-    result = batch.validate(suite, result_format={
-        "result_format": "COMPLETE", "unexpected_index_column_names": [key]})
+    source = ctx.data_sources.add_pandas(f"submission-{run}")
+    try:
+        batch = source.add_dataframe_asset("frame").add_batch_definition_whole_dataframe(
+            "all").get_batch(batch_parameters={"dataframe": frame})
+        result = batch.validate(suite, result_format={
+            "result_format": "COMPLETE", "unexpected_index_column_names": [key]})
+    finally:
+        ctx.data_sources.delete(source.name)
+        ctx.suites.delete(suite.name)
     failures = []
     for r in result.results:
         if r.success:
