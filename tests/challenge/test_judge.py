@@ -233,3 +233,38 @@ def test_reads_a_harness_conversation(tmp_path: Path) -> None:
     assert read_trace(path).splitlines() == [
         "[assistant] Try 5-fold CV.", "[tool call execute_code]", "```python", "train(fold=0)",
         "```", "[tool] fold 0 dice 0.8"]
+
+
+def test_judge_and_capability_commands(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import flows.cli.challenge  # noqa: F401
+    from flows.cli.groups import app
+    from tasks_lib.settings import reset_settings
+
+    trace = tmp_path / "trace.log"
+    trace.write_text("ran optuna sweep over lr and batch size: 40 trials, best val dice 0.83\n")
+    runner = CliRunner()
+    with FakeOpenAIServer(lambda body: _reply(hyperparameter_optimisation="optuna, 40 trials")
+                          ) as server:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
+        reset_settings()
+        try:
+            for agent, run in (("a", "r1"), ("b", "r2")):
+                result = runner.invoke(app, [
+                    "challenge", "judge", "--trace", str(trace), "--challenge", "isles22",
+                    "--agent", agent, "--run-id", run, "--model", "openai/judge",
+                    "--out", str(tmp_path / f"{run}.json")])
+                assert result.exit_code == 0, result.stderr
+        finally:
+            monkeypatch.delenv("MEDFLOWS_LLM_API_BASE")
+            reset_settings()
+    assert json.loads(result.stdout)["scores"]["hyperparameter_optimisation"] == 1
+    summary = runner.invoke(app, ["challenge", "capability", str(tmp_path / "r1.json"),
+                                  str(tmp_path / "r2.json"), "--by", "challenge"])
+    assert summary.exit_code == 0, summary.stderr
+    (group,) = json.loads(summary.stdout)
+    assert group["key"] == "isles22" and group["n_runs"] == 2
+    assert group["rates"]["hyperparameter_optimisation"] == 1.0 and group["mean_strategies"] == 1
+    bad = runner.invoke(app, ["challenge", "capability", str(trace)])
+    assert bad.exit_code == 2 and "not a judged run" in bad.stderr
