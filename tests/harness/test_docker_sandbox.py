@@ -42,3 +42,20 @@ def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
         assert not (tmp_path / "workspace" / "late").exists()
     finally:
         sandbox.close()
+
+
+def test_docker_cells_agent_and_evaluator_in_containers(docker_env: str, prefect_harness: None
+                                                        ) -> None:
+    from flows.execute import run_cell
+    from tasks_lib.settings import reset_settings
+
+    reset_settings()
+    good = run_cell(agent_id="scripted-baseline", task_id="brain-tissue-seg", tier="lite",
+                    sandbox="docker", judge_model="rules")
+    assert good.status.value == "completed", good
+    assert good.stages.s4 == 1.0 and good.stages.s5 == 1.0
+    assert good.task_score is not None and 0.6 < good.task_score < 0.95
+    bad = run_cell(agent_id="scripted-breach", task_id="brain-tissue-seg", tier="lite",
+                   sandbox="docker", judge_model="rules")
+    assert bad.status.value == "invalid"
+    assert set(bad.stages.model_dump().values()) == {0.0} and bad.overall == 0.0
