@@ -150,6 +150,24 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
                                  " d")).scalar_one()
     assert dups == 0
 
+    _assert_artifacts(pool_id)
+
     stage = rerun_flow_run(str(root.id), stage="score")
     assert (stage.flow_name, stage.state) == ("score-qa", "COMPLETED")
     assert len(store.scores_for(run_ids)) == 2
+
+
+def _assert_artifacts(pool_id: str) -> None:
+    """construct → pool manifest summary; report → leaderboard table and markdown with links."""
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.filters import ArtifactFilter, ArtifactFilterKey
+
+    keys = [f"pool-{pool_id}", f"leaderboard-{pool_id}-v1", f"report-{pool_id}-v1"]
+    with get_client(sync_client=True) as client:
+        found = {a.key: a for a in client.read_artifacts(
+            artifact_filter=ArtifactFilter(key=ArtifactFilterKey(any_=keys)))}
+    assert set(found) == set(keys)
+    assert (found[keys[0]].type, found[keys[1]].type, found[keys[2]].type) == (
+        "markdown", "table", "markdown")
+    assert "cost_accuracy.png" in str(found[keys[2]].data)
+    assert "gpt-4o-mini" in str(found[keys[1]].data)
