@@ -181,6 +181,8 @@ def strip_trace(trace: str) -> str:
             continue
         if line.strip():
             kept.append(line)
+    if in_code and dropped:
+        kept.append(f"    [... {dropped} code lines omitted ...]")
     return "\n".join(_collapse_repeats(kept))
 
 

@@ -105,6 +105,11 @@ def test_strip_trace_keeps_what_criteria_need() -> None:
     ]
 
 
+def test_strip_trace_unclosed_fence_still_marks_omissions() -> None:
+    assert strip_trace("```python\nx = 1\ny = 2\n").splitlines() == [
+        "```python", "    [... 2 code lines omitted ...]"]
+
+
 def test_split_sections_fits_the_budget() -> None:
     text = "\n".join(["x" * 30] * 10)  # 10 lines of 31 chars with newline
     sections = split_sections(text, budget_tokens=25)  # 100 chars -> 3 lines per section
