@@ -21,7 +21,18 @@ CORPUS = yaml.safe_load((Path(__file__).parent / "redteam.yaml").read_text())["a
 CANARY = "CANARY-7f3e9b1d"
 SECRET_ENV = "MEDFLOWS_REDTEAM_API_KEY"
 
-pytestmark = pytest.mark.skipif(not Path("/usr/bin/bwrap").exists(), reason="bwrap missing")
+BACKENDS = [pytest.param("local", marks=pytest.mark.skipif(
+                not Path("/usr/bin/bwrap").exists(), reason="bwrap missing")),
+            pytest.param("docker", marks=pytest.mark.slow)]
+
+
+def _sandbox(backend: str, spec: SandboxSpec, request: pytest.FixtureRequest) -> Any:
+    if backend == "docker":
+        request.getfixturevalue("docker_env")
+        from tasks_lib.sandbox.docker_backend import DockerSandbox
+
+        return DockerSandbox(spec)
+    return BwrapSandbox(spec)
 
 
 class Listener:
@@ -111,13 +122,18 @@ def test_corpus_is_large_and_varied() -> None:
                                                 "absolute_path", "network", "evaluator_network"}
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("attempt", CORPUS, ids=[a["id"] for a in CORPUS])
-def test_attempt_is_blocked_and_detected(attempt: dict[str, Any], arena: Arena,
-                                         tmp_path: Path) -> None:
+def test_attempt_is_blocked_and_detected(attempt: dict[str, Any], backend: str, arena: Arena,
+                                         tmp_path: Path, request: pytest.FixtureRequest) -> None:
     spec = _spec(attempt, arena, tmp_path)
     code = _fill(attempt["code"], arena)
     before = arena.listener.connections
-    result = BwrapSandbox(spec).execute(Language(attempt["language"]), code, timeout_s=20)
+    sandbox = _sandbox(backend, spec, request)
+    try:
+        result = sandbox.execute(Language(attempt["language"]), code, timeout_s=20)
+    finally:
+        sandbox.close()
 
     evaluator = attempt.get("profile") == "evaluator"
     if not evaluator:
