@@ -206,8 +206,13 @@ def deploy(
 ) -> None:
     """Register (``--apply``) or list (``--list``) the deployments of deployments/prefect.yaml
     against ``PREFECT_API_URL``."""
+    from prefect.settings import PREFECT_API_URL
+
     if not (apply or list_):
         raise fail("choose --apply and/or --list")
+    if not PREFECT_API_URL.value():
+        raise fail("PREFECT_API_URL is not set: point it at the Prefect server to deploy to "
+                   "(e.g. http://127.0.0.1:4200/api)")
     if apply:
         for name in apply_deployments(project_file().deployments):
             typer.echo(f"applied {name}", err=as_json)

@@ -156,6 +156,15 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     assert (stage.flow_name, stage.state) == ("score-qa", "COMPLETED")
     assert len(store.scores_for(run_ids)) == 2
 
+    from typer.testing import CliRunner
+
+    from flows.cli.groups import app
+
+    bad = CliRunner().invoke(app, ["rerun", str(root.id), "--stage", "judge"])
+    assert bad.exit_code == 2
+    assert "no stage 'judge'; stages of this run: construct-qa, execute-qa, qa-benchmark, " \
+           "report-qa, score-qa" in bad.output
+
 
 def _assert_artifacts(pool_id: str) -> None:
     """construct → pool manifest summary; report → leaderboard table and markdown with links."""
