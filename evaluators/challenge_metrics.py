@@ -16,7 +16,8 @@ connectivity (26 in 3D, 8 in 2D).
 * ``abs_volume_diff``: ``|V(reference) − V(prediction)|`` in **millilitres**, from the voxel
   spacing in mm (``prod(spacing) / 1000`` ml per voxel).
 
-PUMA (melanoma histopathology): ``puma_micro_dice`` (see its docstring).
+PUMA (melanoma histopathology): ``puma_micro_dice``; TopCoW graph classification:
+``variant_balanced_accuracy`` (see their docstrings).
 """
 
 from __future__ import annotations
@@ -125,3 +126,27 @@ def puma_micro_dice(predictions: Sequence[NDArray[np.generic]],
         scores.append(0.0 if union == 0 or inter == 0 else (2 * inter + _PUMA_EPS)
                       / (union + _PUMA_EPS))
     return float(np.mean(scores))
+
+
+@metric("variant_balanced_accuracy", direction=Direction.HIGHER, averaging="whole test set",
+        missing=0.0,
+        description="exact-graph match, recall averaged over true variants (TopCoW task 3)")
+def variant_balanced_accuracy(prediction: NDArray[np.generic],
+                              reference: NDArray[np.generic]) -> float:
+    """Official TopCoW graph-classification score over all cases.
+
+    Each row (one case) is a vector of edge presences (0/1); its *variant* is the whole vector.
+    *Official vs textbook*: a case counts as correct only if **every** edge matches (not
+    per-edge accuracy), and the score is **balanced** over variants: the mean over the variants
+    present in the reference of the fraction of their cases predicted exactly (a rare variant
+    weighs as much as a common one; variants only predicted are ignored).
+    """
+    pred, ref = np.atleast_2d(np.asarray(prediction)), np.atleast_2d(np.asarray(reference))
+    _check(pred, ref)
+    if len(ref) == 0:
+        raise ValueError("need at least one case")
+    true_variants = [tuple(row) for row in ref.tolist()]
+    hits = [tuple(p) == t for p, t in zip(pred.tolist(), true_variants, strict=True)]
+    recalls = [float(np.mean([h for h, t in zip(hits, true_variants, strict=True) if t == v]))
+               for v in sorted(set(true_variants))]
+    return float(np.mean(recalls))

@@ -34,6 +34,9 @@ PRIMARY = {"seg_a": "dsc_50pc", "topcow-track1-task2": "iou", "topcow-track2-tas
 
 _MEAN = Aggregate.MEAN
 _PUMA_TISSUE = ("puma-track1-task1", "puma-track2-task1")
+_TOPCOW_GRAPH = ("topcow-track1-task3", "topcow-track2-task3")
+_ANTERIOR = ["l_a1", "acom", "third_a2", "r_a1"]
+_POSTERIOR = ["l_pcom", "l_p1", "r_p1", "r_pcom"]
 _F1 = {f"f1_{t}": Grading(evaluator=f"instance_f1_{t}", scope=GradingScope.PER_CASE)
        for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
 _VESSELS = {
@@ -47,6 +50,11 @@ GRADING: dict[str, dict[str, Grading]] = {
                   for m in ("lncc", "ssim", "psnr")},
     **{c: {"dice": Grading(evaluator="puma_micro_dice", scope=GradingScope.WHOLE_SET)}
        for c in _PUMA_TISSUE},
+    **{c: {"anterior_acc": Grading(evaluator="variant_balanced_accuracy",
+                                   scope=GradingScope.WHOLE_SET, columns=_ANTERIOR),
+           "posterior_acc": Grading(evaluator="variant_balanced_accuracy",
+                                    scope=GradingScope.WHOLE_SET, columns=_POSTERIOR)}
+       for c in _TOPCOW_GRAPH},
     "isles22": {
         "dice": Grading(evaluator="binary_dice", scope=GradingScope.PER_CASE),
         "lesion_f1": Grading(evaluator="lesion_f1", scope=GradingScope.PER_CASE),
@@ -65,6 +73,9 @@ EXTRA_NOTES = {
     **{c: ["Official PUMA tissue Dice: pixels pooled over all images per class 1-5, a class "
            "absent everywhere scores 0, mean over the five classes (see "
            "evaluators/challenge_metrics.py)."] for c in _PUMA_TISSUE},
+    **{c: ["Official TopCoW variant-balanced accuracy: a case is correct only if all four "
+           "edges of the region match; recall is averaged over the variants present in the "
+           "reference (see evaluators/challenge_metrics.py)."] for c in _TOPCOW_GRAPH},
     "isles22": ["Official ISLES'22 conventions: lesions are 26-connected components, a "
                 "reference lesion touched by any predicted voxel is a true positive, volumes in "
                 "ml from the NIfTI voxel spacing (see evaluators/challenge_metrics.py)."],
@@ -75,6 +86,12 @@ EXTRA_NOTES = {
 
 _MASKS = "one {fmt} label map per case, same grid as the image; path relative to the folder"
 LAYOUTS: dict[str, SubmissionLayout] = {
+    **{c: SubmissionLayout(
+        id_column="image_id", value_columns=_ANTERIOR + _POSTERIOR, allowed_values=[0, 1],
+        description="submission.csv, one row per case: image_id and the presence (0/1) of "
+                    "each Circle-of-Willis edge, anterior l_a1,acom,third_a2,r_a1 and posterior "
+                    "l_pcom,l_p1,r_p1,r_pcom; CSV only (ReX-MLE took one YAML/JSON edge file "
+                    "per case with the same eight edges).") for c in _TOPCOW_GRAPH},
     "ldct-iqa": SubmissionLayout(
         id_column="image_id", value_columns=["quality_score"],
         description="submission.csv with image_id,quality_score (predicted radiologist score "

@@ -58,6 +58,11 @@ class Grading(Frozen):
     evaluator: str = Field(description="Registered metric name (evaluators.metrics.METRICS).")
     scope: GradingScope = Field(description="Per case then aggregated, or once over the set.")
     aggregate: Aggregate = Field(default=Aggregate.MEAN, description="Per-case aggregation.")
+    columns: list[str] | None = Field(
+        default=None,
+        description="Whole-set value metrics: the value columns it receives (default: the "
+        "first); several columns arrive as a cases × columns array.",
+    )
     spacing: bool = Field(
         default=False,
         description="Call the metric as fn(prediction, reference, spacing) with the reference's "
@@ -86,6 +91,9 @@ class SubmissionLayout(Frozen):
         default=None, description="Column naming a prediction file, relative to the folder."
     )
     file_format: FileFormat | None = Field(default=None, description="Format of those files.")
+    allowed_values: list[float] | None = Field(
+        default=None, description="If set, every value column must hold one of these values."
+    )
     description: str = Field(description="The layout in prose, shown in briefs.")
 
     @model_validator(mode="after")
@@ -126,6 +134,11 @@ class ChallengeCard(Frozen):
             raise ValueError(f"duplicate metric names in {names}")
         if self.primary_metric not in names:
             raise ValueError(f"primary_metric {self.primary_metric!r} is not one of {names}")
+        for m in self.metrics:
+            extra = set(m.grading.columns or []) - set(self.submission.value_columns) \
+                if m.grading else set()
+            if extra:
+                raise ValueError(f"{m.name}: columns {sorted(extra)} are not value_columns")
         return self
 
     @property

@@ -148,23 +148,38 @@ def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.Data
             if p.shape != t.shape:
                 raise InvalidSubmissionError(
                     f"case {case}: prediction shape {p.shape} differs from {t.shape}")
-        args: tuple[Any, Any] = (pred, truth)
-    else:
-        args = (_value_column(layout.value_columns[0], sub, ref),
-                ref[layout.value_columns[0]].astype(float).to_numpy())
-    out = {}
-    for m in metrics:
-        assert m.grading is not None
-        out[m.name] = float(METRICS.get(m.grading.evaluator)(*args))
-    return out
+        return {m.name: _score(m, pred, truth) for m in metrics}
+    return {m.name: _score(m, *_value_columns(card, m, sub, ref)) for m in metrics}
 
 
-def _value_column(column: str, sub: pd.DataFrame, ref: pd.DataFrame) -> NDArray[np.float64]:
+def _score(metric: ChallengeMetric, prediction: Any, reference: Any) -> float:
+    assert metric.grading is not None
+    return float(METRICS.get(metric.grading.evaluator)(prediction, reference))
+
+
+def _value_columns(card: ChallengeCard, metric: ChallengeMetric, sub: pd.DataFrame,
+                   ref: pd.DataFrame) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """Prediction and reference values of a metric's columns (1-D for a single column)."""
+    assert metric.grading is not None
+    layout = card.submission
+    columns = metric.grading.columns or layout.value_columns[:1]
+    pred = np.column_stack([_value_column(c, sub, ref, layout.allowed_values) for c in columns])
+    truth = ref[columns].astype(float).to_numpy()
+    return (pred[:, 0], truth[:, 0]) if len(columns) == 1 else (pred, truth)
+
+
+def _value_column(column: str, sub: pd.DataFrame, ref: pd.DataFrame,
+                  allowed: list[float] | None) -> NDArray[np.float64]:
     pred = np.asarray(pd.to_numeric(sub.loc[ref.index, column], errors="coerce"),
                       dtype=np.float64)
     bad = [case for case, v in zip(ref.index, pred, strict=True) if not np.isfinite(v)]
     if bad:
         raise InvalidSubmissionError(f"column {column!r} is not a finite number for {bad[:5]}")
+    if allowed is not None:
+        bad = [case for case, v in zip(ref.index, pred, strict=True) if v not in allowed]
+        if bad:
+            raise InvalidSubmissionError(
+                f"column {column!r} must be one of {allowed}; not for {bad[:5]}")
     return pred
 
 

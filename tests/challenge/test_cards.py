@@ -40,7 +40,8 @@ def test_card_matches_its_data(challenge: str) -> None:
 def test_gradable_challenges() -> None:
     gradable = [c for c in list_challenges() if load_challenge(c).gradable]
     assert gradable == ["isles22", "ldct-iqa", "neurips-cellseg", "puma-track1-task1",
-                        "puma-track2-task1", "usenhance"]
+                        "puma-track2-task1", "topcow-track1-task3", "topcow-track2-task3",
+                        "usenhance"]
 
 
 def test_seg_a_ranks_only_leaderboard_columns() -> None:

@@ -224,3 +224,36 @@ def test_puma_tissue_end_to_end(tmp_path: Path) -> None:
     report = grade_and_rank("puma-track1-task1", sub, ref)
     assert report.metrics == {"dice": pytest.approx(puma_micro_dice(preds, refs))}
     assert report.n_cases == 3 and report.rank.n_competitors == 10
+
+
+# --- topcow-track1-task3: several value columns per metric ---------------------------------------
+
+_EDGES = ["l_a1", "acom", "third_a2", "r_a1", "l_pcom", "l_p1", "r_p1", "r_pcom"]
+
+
+def _graphs(tmp_path: Path, pred: list[list[int]]) -> tuple[Path, Path]:
+    truth = [[1, 1, 0, 1, 0, 1, 1, 0]] * 3 + [[1, 0, 0, 1, 1, 1, 1, 1]]
+    ref = _folder(tmp_path, "ref", "reference.csv",
+                  [{"image_id": f"g{i}", **dict(zip(_EDGES, row, strict=True))}
+                   for i, row in enumerate(truth)])
+    sub = _folder(tmp_path, "sub", "submission.csv",
+                  [{"image_id": f"g{i}", **dict(zip(_EDGES, row, strict=True))}
+                   for i, row in enumerate(pred)])
+    return sub, ref
+
+
+def test_topcow_graph_classification(tmp_path: Path) -> None:
+    sub, ref = _graphs(tmp_path, [[1, 1, 0, 1, 0, 1, 1, 0]] * 2
+                       + [[1, 1, 0, 0, 0, 1, 1, 0], [1, 0, 0, 1, 1, 1, 1, 1]])
+    report = grade_and_rank("topcow-track1-task3", sub, ref)
+    # anterior variants: common recall 2/3, rare 1 -> 5/6; posterior all exact -> 1
+    assert report.metrics == {"anterior_acc": pytest.approx(5 / 6), "posterior_acc": 1.0}
+    # N=6: anterior 0.833 is behind only 0.87 -> 2; posterior 1.0 -> 1; 1 - 0.5/6
+    assert report.rank.positions == {"anterior_acc": 2, "posterior_acc": 1}
+    assert report.rank.percentile == pytest.approx(11 / 12)
+
+
+def test_topcow_graph_rejects_non_binary_edges(tmp_path: Path) -> None:
+    sub, ref = _graphs(tmp_path, [[1, 1, 0, 1, 0, 1, 1, 2]] * 4)
+    report = grade_and_rank("topcow-track1-task3", sub, ref)
+    assert report.invalid_reason and "must be one of [0.0, 1.0]" in report.invalid_reason

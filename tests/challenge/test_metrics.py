@@ -12,6 +12,7 @@ from evaluators.challenge_metrics import (
     lesion_count_diff,
     lesion_f1,
     puma_micro_dice,
+    variant_balanced_accuracy,
 )
 from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
 from evaluators.instance import instance_f1, iou_matrix
@@ -255,3 +256,17 @@ def test_puma_micro_dice_no_overlap_and_bad_input() -> None:
     assert puma_micro_dice([ref * 2], [ref]) == 0.0
     with pytest.raises(ValueError, match="one prediction per reference"):
         puma_micro_dice([], [])
+
+
+# --- TopCoW variant-balanced accuracy -------------------------------------------------------------
+
+def test_variant_balanced_accuracy_official() -> None:
+    common, rare = [1, 1, 0, 1], [1, 0, 0, 1]
+    ref = np.array([common, common, common, rare])
+    pred = np.array([common, common, [1, 1, 0, 0], rare])  # one common case misses one edge
+    # variant recalls: common 2/3, rare 1/1 -> 5/6; exact-match accuracy would be 3/4 and
+    # per-edge accuracy 15/16
+    assert variant_balanced_accuracy(pred, ref) == pytest.approx(5 / 6)
+    assert variant_balanced_accuracy(ref, ref) == 1.0
+    with pytest.raises(ValueError, match="shape mismatch"):
+        variant_balanced_accuracy(pred[:, :3], ref)
