@@ -67,9 +67,10 @@ def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
     return urls
 
 
-def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest,
-                            valid: list[str]) -> dict[str, dict[str, float]]:
-    """Stage valid predictions as zarr, then score every case on the Dask cluster."""
+def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: list[str],
+                            client: Client | None = None) -> dict[str, dict[str, float]]:
+    """Stage valid predictions as zarr, then score every case on the Dask cluster (``client``,
+    or the configured one: ``MEDFLOWS_DASK_ADDRESS`` or a LocalCluster)."""
     pool = Storage(pool_url)
     scratch = Storage.from_settings()
     cases = [c for c in m.cases if c.case_id in valid]
@@ -84,9 +85,11 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest,
         jobs.append((pred_url, pool.url(ref_key), list(m.labels), list(c.spacing)))
     if not jobs:
         return {}
-    with dask_client() as client:
-        futures = [client.submit(seg_case_zarr, *job, pure=False) for job in jobs]
-        results = client.gather(futures)
+    if client is None:
+        with dask_client() as own:
+            results = own.gather([own.submit(seg_case_zarr, *job, pure=False) for job in jobs])
+    else:
+        results = client.gather([client.submit(seg_case_zarr, *job, pure=False) for job in jobs])
     return {c.case_id: r for c, r in zip(cases, results, strict=True)}
 
 
