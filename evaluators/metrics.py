@@ -23,7 +23,8 @@ class MetricSpec:
 
     Attributes:
         name: registry name, used in task cards and score cards.
-        fn: pure ``(prediction, reference) -> float`` function.
+        fn: pure ``(prediction, reference, *conventions) -> float`` function (extra positional
+            arguments such as voxel spacing are documented by the metric).
         direction: whether higher or lower values are better.
         averaging: how per-item values are aggregated into a task value (documentation + data).
         both_empty: the value when prediction and reference are both empty (``None`` = n/a).
@@ -33,7 +34,7 @@ class MetricSpec:
     """
 
     name: str
-    fn: Callable[[Any, Any], float]
+    fn: Callable[..., float]
     direction: Direction
     averaging: str
     both_empty: float | None
@@ -41,8 +42,8 @@ class MetricSpec:
     missing: float
     description: str
 
-    def __call__(self, prediction: Any, reference: Any) -> float:
-        return self.fn(prediction, reference)
+    def __call__(self, prediction: Any, reference: Any, *args: Any) -> float:
+        return self.fn(prediction, reference, *args)
 
 
 METRICS: Registry[MetricSpec] = Registry("metric")
@@ -57,10 +58,10 @@ def metric(
     missing: float = 0.0,
     both_empty: float | None = None,
     one_empty: float | None = None,
-) -> Callable[[Callable[[Any, Any], float]], Callable[[Any, Any], float]]:
+) -> Callable[[Callable[..., float]], Callable[..., float]]:
     """Register a pure metric function with its conventions; returns the function unchanged."""
 
-    def deco(fn: Callable[[Any, Any], float]) -> Callable[[Any, Any], float]:
+    def deco(fn: Callable[..., float]) -> Callable[..., float]:
         METRICS.add(
             name,
             MetricSpec(name, fn, direction, averaging, both_empty, one_empty, missing, description),

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
+from support.paths import DATA_ROOT
+
 _TMP = Path(tempfile.mkdtemp(prefix="medflows-tests-"))
-PROJECT_ROOT = Path(__file__).resolve().parents[1]
 os.environ.update({
     "MEDFLOWS_STORAGE_URL": str(_TMP / "storage"),
     "MEDFLOWS_LEDGER_URL": f"sqlite:///{_TMP / 'ledger.db'}",
@@ -25,10 +26,7 @@ os.environ.update({
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "GX_ANALYTICS_ENABLED": "false",
 })
-os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(PROJECT_ROOT.parent / "shared" / "data"))
-
-DATA_ROOT = Path(os.environ["MEDFLOWS_DATA_ROOT"])
-QA_SOURCE = DATA_ROOT / "medagentsbench"
+os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 
 
 @pytest.fixture(scope="session")

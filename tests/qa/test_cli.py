@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import QA_SOURCE
+from support.paths import QA_SOURCE
 
 from flows.pipeline import HARD_MODELS
 

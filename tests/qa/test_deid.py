@@ -59,7 +59,7 @@ def test_real_questions_mostly_untouched() -> None:
     """On real exam questions replacements are rare: a sanity bound against over-scrubbing."""
     import json
 
-    from conftest import QA_SOURCE
+    from support.paths import QA_SOURCE
 
     lines = (QA_SOURCE / "questions" / "medqa.test.jsonl").read_text().splitlines()[:300]
     changed = sum(bool(scrub(json.loads(line)["question"])[1]) for line in lines)

@@ -59,7 +59,7 @@ def test_first_takes_source_order_and_stratified_is_seeded() -> None:
 
 def test_reproduces_published_hard_subset() -> None:
     """The first-protocol selection with the 10 models equals MedAgentsBench's HARD items."""
-    from conftest import QA_SOURCE
+    from support.paths import QA_SOURCE
 
     from flows.pipeline import HARD_MODELS
     from tasks_lib.qa.ingest import normalize_item, read_questions

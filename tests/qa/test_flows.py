@@ -8,7 +8,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import QA_SOURCE
+from support.paths import QA_SOURCE
 from support.openai_server import FakeOpenAIServer
 
 from flows.pipeline import HARD_MODELS

@@ -64,7 +64,7 @@ def test_unknown_card_lists_known_cards() -> None:
 
 
 def test_all_nine_cards_load_and_read_real_data() -> None:
-    from conftest import QA_SOURCE
+    from support.paths import QA_SOURCE
 
     from tasks_lib.taskspec import resolve_data_path
 

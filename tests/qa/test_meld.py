@@ -24,7 +24,7 @@ def test_split_at_middle_token_round_trips() -> None:
 
 
 def test_flags_exactly_the_memorised_items() -> None:
-    from conftest import QA_SOURCE
+    from support.paths import QA_SOURCE
     from support.qa_fakes import MemorisingModel
 
     lines = (QA_SOURCE / "questions" / "medqa.test.jsonl").read_text().splitlines()[:12]
