@@ -41,7 +41,9 @@ print("plan.png written")
 """
 
 METHOD_NAMES = {"segmentation": "multi-Otsu tissue classification",
-                "enhancement": "total-variation denoising", "detection": "LoG blob detection"}
+                "enhancement": "total-variation denoising", "detection": "LoG blob detection",
+                "vqa": "majority answers per question type",
+                "report_generation": "template reports from blob findings"}
 
 
 def baseline_steps(track: str) -> list[Step]:
