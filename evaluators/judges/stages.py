@@ -250,10 +250,13 @@ def load_weights() -> WeightTable:
 def agentic_score(stages: dict[str, float | None], tier: str) -> float | None:
     """Σ w_s · S_s; None when any weighted stage has no score (e.g. a judge failure)."""
     weights = load_weights().tiers[tier].stages
-    values = [stages.get(stage) for stage in weights]
-    if any(v is None for v in values):
-        return None
-    return sum(w * float(v) for w, v in zip(weights.values(), values, strict=True))  # type: ignore[arg-type]
+    total = 0.0
+    for stage, weight in weights.items():
+        value = stages.get(stage)
+        if value is None:
+            return None
+        total += weight * value
+    return total
 
 
 def overall_score(agentic: float | None, task: float | None, tier: str) -> float | None:

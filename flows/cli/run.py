@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import typer
 
@@ -69,7 +70,8 @@ def run_matrix_cmd(
         tier_list = [Tier(t).value for t in split_list(tiers) or []]
     except ValueError as exc:
         raise fail(str(exc)) from None
-    flow = run_matrix.with_options(task_runner=ThreadPoolTaskRunner(max_workers=concurrency))
+    runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(max_workers=concurrency)
+    flow = run_matrix.with_options(task_runner=runner)  # type: ignore[arg-type]
     try:
         result = flow(matrix_id=matrix_id or time.strftime("%Y%m%dT%H%M%S"),
                       agents=split_list(agents) or [], tasks=split_list(tasks) or [],

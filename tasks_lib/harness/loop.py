@@ -87,7 +87,7 @@ class AgentLoop:
         self.warnings = 0
 
     def _say(self, role: Role, content: str | None, **fields: object) -> None:
-        message = ChatMessage(role=role, content=content, at=time.time(), **fields)  # type: ignore[arg-type]
+        message = ChatMessage(role=role, content=content, at=time.time(), **fields)
         self.messages.append(self.recorder.message(message))
 
     def run(self, system_prompt: str, user_prompt: str) -> LoopOutcome:
