@@ -6,7 +6,7 @@ import json
 
 from pydantic import Field
 
-from evaluators.judges.error_codes import ErrorCode
+from evaluators.judges.error_codes import Coding, ErrorCode
 from evaluators.judges.stages import load_weights
 from tasks_lib.domain import Frozen, RunStatus, Tier
 from tasks_lib.harness.cell import CellPlan, CellScores, Execution, StageScores
@@ -49,6 +49,14 @@ class CellReport(Frozen):
     error: str | None = Field(description="Provider error that ended the run, if any.")
 
 
+class ScoreRecord(Frozen):
+    """``score.json`` beside the trace: everything scoring produced for the run."""
+
+    card: dict[str, object] | None = Field(description="Imaging score card (None: not scored).")
+    coding: Coding = Field(description="Error-code coder output.")
+    judge_errors: dict[str, str] = Field(description="Stage → judge failure reason.")
+
+
 def cost(execution: Execution) -> float | None:
     """USD from the price snapshot; scripted agents cost 0."""
     if execution.model.startswith("scripted"):
@@ -67,11 +75,10 @@ def evaluator_version(plan: CellPlan) -> str:
 
 def build_report(plan: CellPlan, execution: Execution, scores: CellScores) -> CellReport:
     """Assemble the report and write the full score record next to the trace."""
-    record = {"card": json.loads(scores.card_json) if scores.card_json else None,
-              "coding": scores.coding.model_dump(mode="json"),
-              "judge_errors": scores.judge_errors}
+    record = ScoreRecord(card=json.loads(scores.card_json) if scores.card_json else None,
+                         coding=scores.coding, judge_errors=scores.judge_errors)
     score_path = plan.run_dir / "score.json"
-    score_path.write_text(json.dumps(record, indent=1), encoding="utf-8")
+    score_path.write_text(record.model_dump_json(indent=1), encoding="utf-8")
     return CellReport(
         run_id=plan.run_id, agent_id=plan.agent.agent_id, task_id=plan.task_id, tier=plan.tier,
         replicate=plan.replicate, sandbox=plan.backend.value, status=execution.status,
