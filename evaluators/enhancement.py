@@ -13,11 +13,16 @@ Conventions:
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 from skimage.metrics import structural_similarity
 
 from evaluators.metrics import Direction, metric
+
+_SSIM: Callable[..., Any] = structural_similarity
 
 PSNR_CAP_DB = 100.0
 """PSNR reported for a perfect reconstruction (MSE = 0)."""
@@ -72,6 +77,6 @@ def ssim(pred: NDArray[np.generic], ref: NDArray[np.generic],
         return float(np.mean([ssim(p[i], r[i], rng) for i in range(p.shape[0])]))
     if p.ndim != 2:
         raise ValueError(f"ssim expects 2-D or 3-D images, got {p.ndim}-D")
-    value = structural_similarity(p, r, data_range=rng, gaussian_weights=True, sigma=1.5,
+    value = _SSIM(p, r, data_range=rng, gaussian_weights=True, sigma=1.5,
                                   use_sample_covariance=False)
     return float(value)

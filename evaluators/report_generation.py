@@ -120,7 +120,7 @@ def meteor(prediction: str | None, reference: str) -> float:
     hyp, ref = tokenize(prediction or ""), tokenize(reference)
     if not hyp or not ref:
         return 0.0
-    return float(meteor_score([ref], hyp, wordnet=_NoSynonyms()))  # type: ignore[arg-type]
+    return float(meteor_score([ref], hyp, wordnet=_NoSynonyms()))
 
 
 @metric("rouge_l", direction=Direction.HIGHER, averaging="per case, mean over cases",

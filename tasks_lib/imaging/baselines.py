@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 
@@ -46,7 +47,8 @@ def kmeans_segmentation(img: NDArray[np.floating]) -> NDArray[np.uint8]:
     from skimage.filters import threshold_otsu
     from sklearn.cluster import KMeans
 
-    fg = img > threshold_otsu(img)
+    otsu: Callable[..., float] = threshold_otsu
+    fg = img > otsu(img)
     km = KMeans(n_clusters=3, n_init=3, random_state=0).fit(img[fg].reshape(-1, 1))
     order = np.argsort(km.cluster_centers_.ravel())
     rank = np.empty(3, dtype=np.uint8)
@@ -60,7 +62,8 @@ def tv_denoise(img: NDArray[np.floating]) -> NDArray[np.float32]:
     """Chambolle total-variation denoising."""
     from skimage.restoration import denoise_tv_chambolle
 
-    return np.asarray(denoise_tv_chambolle(img, weight=0.08), dtype=np.float32)
+    tv: Callable[..., NDArray[np.float64]] = denoise_tv_chambolle
+    return np.asarray(tv(img, weight=0.08), dtype=np.float32)
 
 
 def detect_blobs(img: NDArray[np.uint8]) -> list[Lesion]:

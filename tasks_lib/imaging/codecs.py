@@ -6,6 +6,7 @@ import csv
 import gzip
 import io
 from collections.abc import Sequence
+from typing import Any
 
 import nibabel as nib
 import numpy as np
@@ -18,7 +19,7 @@ NIFTI_TEXT_FIELDS = ("descrip", "aux_file", "intent_name", "db_name")
 def nifti_bytes(data: NDArray[np.generic], spacing: Sequence[float],
                 descrip: str = "") -> bytes:
     """A gzip-compressed NIfTI-1 file with a diagonal affine of ``spacing``."""
-    img = nib.Nifti1Image(np.asarray(data), np.diag([*map(float, spacing), 1.0]))
+    img: Any = nib.Nifti1Image(np.asarray(data), np.diag([*map(float, spacing), 1.0]))  # type: ignore[no-untyped-call]
     img.header["descrip"] = descrip.encode("ascii")[:80]
     img.header.set_xyzt_units("mm")
     return gzip.compress(img.to_bytes(), mtime=0)

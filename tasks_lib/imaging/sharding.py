@@ -15,6 +15,7 @@ import hashlib
 import itertools
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import zarr
@@ -44,7 +45,7 @@ def to_zarr(url: str, arr: NDArray[np.generic], z_chunk: int = Z_CHUNK) -> str:
     return url
 
 
-def open_zarr(url: str) -> zarr.Array:
+def open_zarr(url: str) -> Any:
     """Open a zarr array read-only."""
     opts = get_settings().storage_options if "://" in url else None
     return zarr.open_array(store=url, mode="r", storage_options=opts or None)
@@ -87,9 +88,9 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: li
         return {}
     if client is None:
         with dask_client() as own:
-            results = own.gather([own.submit(seg_case_zarr, *job, pure=False) for job in jobs])
-    else:
-        results = client.gather([client.submit(seg_case_zarr, *job, pure=False) for job in jobs])
+            return score_segmentation_dask(sub, pool_url, m, valid, own)
+    dc: Any = client
+    results = dc.gather([dc.submit(seg_case_zarr, *job, pure=False) for job in jobs])
     return {c.case_id: r for c, r in zip(cases, results, strict=True)}
 
 
@@ -123,26 +124,25 @@ def sharded_hd95(pred_url: str, ref_url: str, spacing: Sequence[float], n_shards
     depth = open_zarr(ref_url).shape[0]
     bounds = shard_bounds(depth, n_shards)
     sp = list(map(float, spacing))
-    if client is None:
+    dc: Any = client
+    if dc is None:
         p_parts = [shard_surface(pred_url, a, b, sp) for a, b in bounds]
         r_parts = [shard_surface(ref_url, a, b, sp) for a, b in bounds]
     else:
-        p_parts = client.gather([client.submit(shard_surface, pred_url, a, b, sp)
-                                 for a, b in bounds])
-        r_parts = client.gather([client.submit(shard_surface, ref_url, a, b, sp)
-                                 for a, b in bounds])
+        p_parts = dc.gather([dc.submit(shard_surface, pred_url, a, b, sp) for a, b in bounds])
+        r_parts = dc.gather([dc.submit(shard_surface, ref_url, a, b, sp) for a, b in bounds])
     p_all, r_all = np.concatenate(p_parts), np.concatenate(r_parts)
     if len(p_all) == 0 and len(r_all) == 0:
         return 0.0
     if len(p_all) == 0 or len(r_all) == 0:
         return ONE_EMPTY_MM
-    if client is None:
+    if dc is None:
         d_pr = [nearest(p, r_all) for p in p_parts]
         d_rp = [nearest(r, p_all) for r in r_parts]
     else:
-        r_fut = client.scatter(r_all, broadcast=True)
-        p_fut = client.scatter(p_all, broadcast=True)
-        d_pr = client.gather([client.submit(nearest, p, r_fut) for p in p_parts])
-        d_rp = client.gather([client.submit(nearest, r, p_fut) for r in r_parts])
+        r_fut = dc.scatter(r_all, broadcast=True)
+        p_fut = dc.scatter(p_all, broadcast=True)
+        d_pr = dc.gather([dc.submit(nearest, p, r_fut) for p in p_parts])
+        d_rp = dc.gather([dc.submit(nearest, r, p_fut) for r in r_parts])
     return float(max(np.percentile(np.concatenate(d_pr), 95),
                      np.percentile(np.concatenate(d_rp), 95)))

@@ -16,7 +16,8 @@
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -99,15 +100,20 @@ def mni_tissue_cases(src: MNITissueSource) -> list[VolumeCase]:
         lab = np.asarray(_rigid(labels, rot, shift, order=0), dtype=np.uint8)
         img = img * rng.uniform(0.8, 1.2) + rng.uniform(-0.05, 0.05) * (img > 0)
         img = img * _bias(img.shape, rng, src.bias_strength)
-        img = img + rng.normal(0.0, src.noise_sd, img.shape)
+        img = np.asarray(img + rng.normal(0.0, src.noise_sd, img.shape), dtype=np.float32)
         spacing = (src.voxel_mm,) * 3
         cases.append(VolumeCase(np.asarray(img, dtype=np.float32), lab, spacing))
     return cases
 
 
 def _attenuation_maps(size: int, n: int, rng: np.random.Generator) -> list[tuple[str, F32]]:
-    from skimage.data import shepp_logan_phantom
-    from skimage.transform import resize, rotate
+    from skimage.data import shepp_logan_phantom as _phantom
+    from skimage.transform import resize as _resize
+    from skimage.transform import rotate as _rotate
+
+    shepp_logan_phantom: Callable[..., Any] = _phantom
+    resize: Callable[..., Any] = _resize
+    rotate: Callable[..., Any] = _rotate
 
     phantom = np.asarray(resize(shepp_logan_phantom(), (size, size), anti_aliasing=True))
     t1, _, _ = load_mni(2.0)
@@ -133,7 +139,11 @@ def _attenuation_maps(size: int, n: int, rng: np.random.Generator) -> list[tuple
 
 def lowdose_ct_cases(src: LowDoseCTSource) -> list[ImagePair]:
     """The low-dose / full-dose CT pairs of a card (see the module docstring)."""
-    from skimage.transform import iradon, radon
+    from skimage.transform import iradon as _iradon
+    from skimage.transform import radon as _radon
+
+    iradon: Callable[..., Any] = _iradon
+    radon: Callable[..., Any] = _radon
 
     rng = np.random.default_rng(src.seed)
     theta = np.linspace(0.0, 180.0, src.n_angles, endpoint=False)
