@@ -240,6 +240,8 @@ def subset_root(subset_id: str, version: int) -> Storage:
 def publish_subset(subset_id: str, drawn: Drawn, parents: list[ParentPool], size: int, seed: int,
                    stratify_by: list[StratumField]) -> SubsetManifest:
     """Write a new version (or return the existing one with this content) and record it."""
+    if store.pools(pool_id=subset_id, kind="pool"):
+        raise InputDataError(subset_id, "is the name of a constructed pool; pick another subset id")
     existing = store.find_pool_by_hash(subset_id, drawn.content_hash)
     if existing is not None:
         root = Storage(existing.manifest_url.rsplit("/", 1)[0])

@@ -77,6 +77,10 @@ def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
     assert (printed["subset_id"], printed["version"]) == (subset_id, 1)
     assert (printed["content_hash"], printed["strata"]) == (v1.content_hash, v1.strata)
 
+    clash = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", pool_id, "--size", "3",
+                                        "--seed", "1", "--subset-id", pool_id])
+    assert clash.exit_code == 2 and "is the name of a constructed pool" in clash.output
+
 
 def test_unknown_pool_is_a_clear_cli_error() -> None:
     result = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", "no-such-pool",
