@@ -108,3 +108,17 @@ def test_psnr_ssim_agree_with_torchmetrics() -> None:
     assert ssim(pred, ref) == pytest.approx(
         float(structural_similarity_index_measure(tp, tr, data_range=rng)), abs=2e-2)
     assert ssim(ref, ref) == pytest.approx(1.0)
+
+
+def test_hd95_agrees_with_monai() -> None:
+    import torch
+    from monai.metrics import compute_hausdorff_distance
+
+    zz, yy, xx = np.mgrid[:10, :12, :14]
+    p = ((zz - 5) ** 2 + (yy - 5) ** 2 + (xx - 6) ** 2) < 14
+    r = ((zz - 4) ** 2 + (yy - 6) ** 2 + (xx - 8) ** 2) < 20
+    sp = [2.0, 1.0, 0.5]
+    theirs = compute_hausdorff_distance(torch.from_numpy(p[None, None]),
+                                        torch.from_numpy(r[None, None]), percentile=95,
+                                        spacing=sp)
+    assert hd95(p, r, sp) == pytest.approx(float(theirs.item()), abs=1e-5)
