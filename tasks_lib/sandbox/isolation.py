@@ -56,7 +56,11 @@ class Verdict(StrEnum):
 
 
 ALLOWED_ROOTS = ("/workspace", "/public", "/tmp", "/usr", "/bin", "/lib", "/lib64", "/dev/null",
-                 "/etc/ssl", "/etc/alternatives")
+                 "/dev/zero", "/dev/urandom", "/dev/random", "/dev/stdin", "/dev/stdout",
+                 "/dev/stderr", "/dev/fd", "/dev/shm", "/etc/ssl", "/etc/alternatives")
+SENSITIVE_ROOTS = ("/private", "/submission", "/output", "/pool", "/root", "/home", "/run",
+                   "/mnt", "/media", "/srv", "/var/lib/docker", "/var/run", "/sys")
+"""Absolute paths that flag an escape attempt even without ``..`` (unless mounted)."""
 WRITABLE_ROOTS = ("/workspace", "/tmp", "/dev/null", "/output")
 _PATH = re.compile(r"(?<![\w.:/])(/[\w.@+\-*{}$]+(?:/[\w.@+\-*{}$]*)*|(?:\.\./)+[\w.\-/]*)")
 _PROC = re.compile(r"/proc/[\w*${}]+/(environ|root|cwd|mem|fd|map_files)")
@@ -95,8 +99,9 @@ def _path_violations(code: str, spec: SandboxSpec) -> list[Violation]:
             continue
         absolute = token if token.startswith("/") else posixpath.join(spec.workdir, token)
         normal = posixpath.normpath(absolute.replace("*", "x"))
-        if (".." in token or token.startswith("/")) and not _inside(normal, allowed) \
-                and not normal.startswith("/proc/self/") and normal != "/":
+        escapes = ".." in token or _inside(normal, SENSITIVE_ROOTS)
+        if escapes and not _inside(normal, allowed) and not normal.startswith("/proc/self/") \
+                and normal != "/":
             found.append(Violation(kind=ViolationKind.PATH_ESCAPE, source=Source.TRACE,
                                    evidence=token))
     return found

@@ -163,4 +163,8 @@ def test_legitimate_work_is_not_flagged(arena: Arena, tmp_path: Path) -> None:
     assert (tmp_path / "workspace" / "submission" / "x.npy").is_file()
     assert scan_code(code, spec) == []
     assert scan_result(result, spec) == []
+    shell = ("ls / > /dev/null; head -c 8 /dev/urandom | wc -c; cat /etc/os-release 2>&1 | head -1;"
+             " ls ../public; python -c 'import sys; print(sys.version_info[0])'")
+    assert scan_code(shell, spec) == []
+    assert BwrapSandbox(spec).execute(Language.BASH, shell, timeout_s=30).stdout.startswith("8\n")
     assert scan_workspace(tmp_path / "workspace") == []

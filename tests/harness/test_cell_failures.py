@@ -1,0 +1,73 @@
+"""Cell failure rules with plain functions (no Prefect): timeout scores what exists, and a
+corrupt output zeroes S5's validity half; the tool agent is driven by the fake server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.openai_server import FakeOpenAIServer
+
+from tasks_lib.domain import RunStatus, Tier, Track
+from tasks_lib.harness import cell
+from tasks_lib.harness.loop import LoopEnd
+from tasks_lib.harness.recipes import RECIPES
+from tasks_lib.harness.steps import _messages, evaluate_step
+from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.settings import reset_settings
+
+TASK = "brain-tissue-seg"
+
+
+def _pool() -> Path:
+    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.pool import default_pool_url, load_task, pool_exists
+
+    url = default_pool_url(TASK)
+    if not pool_exists(url):
+        card = load_task(TASK)
+        rendered = steps.render.fn(card)
+        steps.publish.fn(card, url, rendered, steps.deidentify_step.fn(card, rendered))
+    return Path(url.removeprefix("file://"))
+
+
+def _call(i: int, language: str, code: str) -> dict[str, Any]:
+    return {"tool_calls": [{"id": f"c{i}", "type": "function", "function": {
+        "name": "execute_code", "arguments": json.dumps({"language": language, "code": code})}}]}
+
+
+SCRIPT = [
+    _call(1, "python", "open('/workspace/method.py', 'w').write("
+          + json.dumps(RECIPES.get("segmentation")) + ")"),
+    _call(2, "bash", "cd /workspace && python method.py --pilot"),
+    _call(3, "bash", "head -c 300 /dev/urandom > /workspace/submission/case-001.nii.gz"),
+    _call(4, "bash", "sleep 120"),
+]
+
+
+def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    replies = iter(SCRIPT)
+    with FakeOpenAIServer(lambda body: next(replies)) as server:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
+        reset_settings()
+        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.STANDARD,
+                              SandboxBackend.LOCAL, 0, _pool(), "rules", time_budget_s=15)
+        execution = cell.execute_cell(plan)
+    reset_settings()
+    assert execution.status is RunStatus.TIMEOUT and execution.end is LoopEnd.TIMEOUT
+    assert execution.turns == 4 and execution.wall_time_s < 30
+    assert sorted(p.name for p in (plan.workspace / "submission").iterdir()) == [
+        "case-000.nii.gz", "case-001.nii.gz"]
+    product = evaluate_step.fn(plan, execution)
+    assert product is not None and not product.validation_ok
+    # 8 expected cases, 2 present: S4 = 0.5 · 2/8 + 0.5 · [all present valid = no] = 0.125
+    assert product.s4 == pytest.approx(0.125)
+    assert product.s5 == pytest.approx(0.5)  # case-000 has positive Dice, the suite fails
+    assert product.task_score == 0.0  # zero_dice_if_missing
+    scores = cell.judge_and_combine(plan, execution, _messages(plan), product)
+    assert scores.stages.s4 == pytest.approx(0.125) and scores.stages.s1 == 0.0  # no plan.md
+    codes = {c.value for c in scores.coding.fired}
+    assert {"E1", "E4", "E5"} <= codes  # no plan, timeout, never submitted / invalid
