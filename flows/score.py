@@ -23,10 +23,11 @@ def score_qa(pool: str, run_ids: list[str] | None = None) -> list[QAScoreCard]:
 
 @flow(name="score-submission", flow_run_name="score-{task_id}", log_prints=True)
 def score_submission(task_id: str, submission: str, pool: str | None = None,
-                     use_dask: bool | None = None) -> ScoreCard:
+                     use_dask: bool | None = None, run_id: str | None = None) -> ScoreCard:
     """Score one submission folder of an imaging task (builds the default pool if absent).
 
-    validate (GX) → per-case metrics (Dask for volumes) → dataset metrics → policy, S4/S5 → store.
+    validate (GX) → per-case metrics (Dask for volumes) → dataset metrics → policy, S4/S5 → store
+    → ledger (when ``run_id`` names a run already in the ledger).
     """
     from flows.construct import construct_imaging
     from tasks_lib.imaging import steps as imaging
@@ -44,6 +45,8 @@ def score_submission(task_id: str, submission: str, pool: str | None = None,
     extra = imaging.dataset_metrics(submission, pool_url, manifest, rows)
     card_out = imaging.assemble(card, manifest, rows, per_case, extra, validation)
     url = imaging.store_card(card_out, imaging.submission_digest(submission, rows))
+    if run_id:
+        imaging.record_score(card_out, run_id, url)
     print(f"{task_id}: task_score={card_out.task_score:.4f} s4={card_out.s4} s5={card_out.s5} "
           f"({url})")
     return card_out

@@ -50,6 +50,7 @@ def score_submission_cmd(
     pool: str = typer.Option(None, help="Pool root (default: built in the storage root)."),
     as_json: bool = typer.Option(False, "--json", help="Print the full score card as JSON."),
     dask: bool = typer.Option(None, help="Force Dask on/off (default: the card's policy)."),
+    run_id: str = typer.Option(None, help="Ledger run to append the score to (must exist)."),
 ) -> None:
     """Score one submission folder (score DAG) and print its score card."""
     from flows.score import score_submission
@@ -57,7 +58,7 @@ def score_submission_cmd(
 
     load_task(task)
     url = ensure_pool(task, pool)
-    card = score_submission(task, str(Path(submission).absolute()), url, dask)
+    card = score_submission(task, str(Path(submission).absolute()), url, dask, run_id)
     if as_json:
         typer.echo(json.dumps(card.public_json(), indent=2, sort_keys=True))
         return

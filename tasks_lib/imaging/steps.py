@@ -128,6 +128,19 @@ def assemble(card: TaskSpec, manifest: PoolManifest, rows: list[FrameRow],
     return score_card(card, manifest, rows, per_case, extra, validation)
 
 
+@task(task_run_name="ledger-score-{run_id}", **IO_RETRIES)
+def record_score(sc: ScoreCard, run_id: str, card_url: str) -> bool:
+    """Append the card's summary to the ledger (append-only per ``(run_id, evaluator_version)``;
+    the run row must exist). Returns False when that key was already scored."""
+    from tasks_lib.ledger import store
+    from tasks_lib.ledger.tables import ScoreRow
+
+    return store.append_score(ScoreRow(
+        run_id=run_id, evaluator_version=sc.evaluator_version, task_score=sc.task_score,
+        metrics_json=store.dumps(sc.metrics), stages_json=store.dumps({"s4": sc.s4, "s5": sc.s5}),
+        card_url=card_url))
+
+
 @task(task_run_name="store-score-card-{sc.task_id}", **IO_RETRIES)
 def store_card(sc: ScoreCard, digest: str) -> str:
     """Persist the score card (with its validation result) under the storage root."""
