@@ -72,5 +72,5 @@ def csv_bytes(header: Sequence[str], rows: Sequence[Sequence[str]]) -> bytes:
 
 
 def csv_rows(data: bytes) -> list[dict[str, str]]:
-    """Rows of a UTF-8 CSV (``UnicodeDecodeError`` on other encodings)."""
-    return list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+    """Rows of a UTF-8 CSV, a leading BOM tolerated (``UnicodeDecodeError`` otherwise)."""
+    return list(csv.DictReader(io.StringIO(data.decode("utf-8-sig"))))

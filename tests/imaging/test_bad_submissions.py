@@ -157,3 +157,10 @@ def test_report_missing_column(pools: Pools, baseline: Make) -> None:
     card = score("brain-lesion-report", url, sub)
     assert card.task_score == 0.0 and card.s5 == 0.0
     assert "needs columns" in card.per_case[0].reason
+
+
+def test_csv_with_bom_is_accepted(pools: Pools, baseline: Make) -> None:
+    url, _ = pools["brain-lesion-vqa"]
+    sub = baseline("brain-lesion-vqa", BaselineKind.PERFECT)
+    (sub / "answers.csv").write_bytes(b"\xef\xbb\xbf" + (sub / "answers.csv").read_bytes())
+    assert score("brain-lesion-vqa", url, sub).task_score == 1.0
