@@ -45,6 +45,7 @@ def score_submission(task_id: str, submission: str, pool: str | None = None,
     extra = imaging.dataset_metrics(submission, pool_url, manifest, rows)
     card_out = imaging.assemble(card, manifest, rows, per_case, extra, validation)
     url = imaging.store_card(card_out, imaging.submission_digest(submission, rows))
+    imaging.publish_artifact(card_out)
     if run_id:
         imaging.record_score(card_out, run_id, url)
     print(f"{task_id}: task_score={card_out.task_score:.4f} s4={card_out.s4} s5={card_out.s5} "

@@ -219,6 +219,22 @@ def score_card(card: TaskSpec, m: PoolManifest, rows: list[FrameRow], per_case: 
                      s5=s5, validation=validation, per_case=per_case, notes=notes)
 
 
+def card_markdown(sc: ScoreCard) -> str:
+    """A person-readable summary: headline numbers, failed expectations, invalid cases."""
+    lines = [f"# {sc.task_id} ({sc.track.value}, {sc.evaluator_version})", "",
+             f"task score **{sc.task_score:.4f}**, S4 {sc.s4}, S5 {sc.s5}", "",
+             "| metric | value |", "|---|---|"]
+    lines += [f"| {k} | {v:.4f} |" for k, v in sorted(sc.metrics.items())]
+    lines += ["", f"Validation ({sc.validation.suite}): "
+              + ("passed" if sc.validation.ok else "FAILED")]
+    lines += [f"- `{f.column}` — {f.meaning}: {', '.join(f.cases)}" for f in sc.validation.failures]
+    bad = [c for c in sc.per_case if not c.valid]
+    lines += ["", f"Invalid or missing cases: {len(bad)}"]
+    lines += [f"- {c.case_id}: {c.reason}" for c in bad]
+    lines += [f"- policy: {n}" for n in sc.notes]
+    return "\n".join(lines) + "\n"
+
+
 def card_json(sc: ScoreCard) -> str:
     """Pretty JSON of the acceptance shape."""
     return json.dumps(sc.public_json(), indent=2, sort_keys=True)

@@ -17,6 +17,7 @@ from tasks_lib.imaging.pool import read_manifest, write_pool
 from tasks_lib.imaging.scoring import (
     CASE_METRICS,
     CASE_SCORERS,
+    card_markdown,
     extra_task_metrics,
     per_case_rows,
     score_card,
@@ -126,6 +127,17 @@ def assemble(card: TaskSpec, manifest: PoolManifest, rows: list[FrameRow],
              validation: ValidationReport) -> ScoreCard:
     """Apply policy and compute S4/S5."""
     return score_card(card, manifest, rows, per_case, extra, validation)
+
+
+@task(task_run_name="score-artifact-{sc.task_id}")
+def publish_artifact(sc: ScoreCard) -> None:
+    """The score card summary as a Prefect markdown artifact (validation readable in the UI)."""
+    from prefect.artifacts import create_markdown_artifact
+
+    from tasks_lib.artifacts import artifact_key
+
+    create_markdown_artifact(key=artifact_key(f"score-{sc.task_id}"), markdown=card_markdown(sc),
+                             description=f"Score card of {sc.task_id}")
 
 
 @task(task_run_name="ledger-score-{run_id}", **IO_RETRIES)

@@ -164,3 +164,14 @@ def test_csv_with_bom_is_accepted(pools: Pools, baseline: Make) -> None:
     sub = baseline("brain-lesion-vqa", BaselineKind.PERFECT)
     (sub / "answers.csv").write_bytes(b"\xef\xbb\xbf" + (sub / "answers.csv").read_bytes())
     assert score("brain-lesion-vqa", url, sub).task_score == 1.0
+
+
+def test_card_markdown_names_failures(pools: Pools, baseline: Make) -> None:
+    from tasks_lib.imaging.scoring import card_markdown
+
+    url, m = pools["ldct-denoise"]
+    sub = baseline("ldct-denoise", BaselineKind.PERFECT)
+    (sub / m.cases[2].output).unlink()
+    text = card_markdown(score("ldct-denoise", url, sub))
+    assert "FAILED" in text and f"- {m.cases[2].case_id}: missing" in text
+    assert "`present` — every expected case has an output" in text
