@@ -47,7 +47,12 @@ def medflows(server: PrefectServer, *args: str) -> str:
 
 
 def _api(server: PrefectServer, method: str, path: str, body: object = None) -> object:
-    r = httpx.request(method, f"{server.api_url}{path}", json=body, timeout=30)
+    """One REST call; a busy server's 503 is retried a few times (2 cores, SQLite backend)."""
+    for attempt in range(5):
+        r = httpx.request(method, f"{server.api_url}{path}", json=body, timeout=30)
+        if r.status_code != 503:
+            break
+        time.sleep(1 + attempt)
     r.raise_for_status()
     return r.json()
 
@@ -59,6 +64,18 @@ def _scheduled_runs(server: PrefectServer, deployment_id: str) -> list[dict[str,
         "sort": "EXPECTED_START_TIME_ASC"})
     assert isinstance(runs, list)
     return runs
+
+
+def _wait(server: PrefectServer, flow_run_id: str, log: Path) -> dict[str, object]:
+    """Poll a flow run until it is final (at most 4 minutes)."""
+    deadline = time.monotonic() + 240
+    while True:
+        run = _api(server, "GET", f"/flow_runs/{flow_run_id}")
+        assert isinstance(run, dict)
+        if run["state_type"] in TERMINAL:
+            return run
+        assert time.monotonic() < deadline, log.read_text()[-3000:]
+        time.sleep(1)
 
 
 def test_deploy_schedule_ui_run_and_browser(prefect_server: PrefectServer, tmp_path: Path) -> None:
@@ -83,7 +100,8 @@ def test_deploy_schedule_ui_run_and_browser(prefect_server: PrefectServer, tmp_p
 
     pool_id, subset_id = f"ui-{uuid.uuid4().hex[:6]}", f"ui-sub-{uuid.uuid4().hex[:6]}"
     publish_test_pool(pool_id, {"medqa": 6, "pubmedqa": 4})
-    worker_env = {**prefect_server.env, "PREFECT_HOME": str(tmp_path / "worker-home")}
+    worker_env = {**prefect_server.env, "PREFECT_HOME": str(tmp_path / "worker-home"),
+                  "PREFECT_WORKER_QUERY_SECONDS": "2"}
     worker = subprocess.Popen([str(BIN / "prefect"), "worker", "start", "--pool",
                                "medflows-process", "--type", "process"], env=worker_env,
                               stdout=(tmp_path / "worker.log").open("wb"),
@@ -93,17 +111,24 @@ def test_deploy_schedule_ui_run_and_browser(prefect_server: PrefectServer, tmp_p
             "parameters": {"pools": [pool_id], "size": 5, "seed": 3, "subset_id": subset_id},
             "state": {"type": "SCHEDULED", "message": "Run from the Prefect UI"}})
         assert isinstance(run, dict)
-        deadline = time.monotonic() + 240
-        while True:
-            state = _api(prefect_server, "GET", f"/flow_runs/{run['id']}")
-            assert isinstance(state, dict)
-            if state["state_type"] in TERMINAL:
-                break
-            assert time.monotonic() < deadline, (tmp_path / "worker.log").read_text()[-3000:]
-            time.sleep(1)
+        state = _wait(prefect_server, str(run["id"]), tmp_path / "worker.log")
+        assert state["state_type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
+
+        # A deployment run that failed (its pool did not exist yet) is retried by its worker.
+        late_pool = f"late-{uuid.uuid4().hex[:6]}"
+        failed = _api(prefect_server, "POST", f"/deployments/{rotate['id']}/create_flow_run", {
+            "parameters": {"pools": [late_pool], "size": 2, "seed": 1,
+                           "subset_id": f"{late_pool}-sub"}})
+        assert isinstance(failed, dict)
+        assert _wait(prefect_server, str(failed["id"]),
+                     tmp_path / "worker.log")["state_type"] == "FAILED"
+        publish_test_pool(late_pool, {"pubmedqa": 3})
+        outcome = json.loads(medflows(prefect_server, "rerun", str(failed["id"])))
+        assert (outcome["where"], outcome["state"]) == ("worker", "SCHEDULED")
+        retried = _wait(prefect_server, str(failed["id"]), tmp_path / "worker.log")
+        assert (retried["state_type"], retried["run_count"]) == ("COMPLETED", 2)
     finally:
         stop(worker)
-    assert state["state_type"] == "COMPLETED", (tmp_path / "worker.log").read_text()[-3000:]
     subset = active_subset(subset_id)
     # strata medqa/step1, medqa/step2&3, pubmedqa/- share 5 items
     assert (subset.version, subset.n_items, sum(subset.strata.values())) == (1, 5, 5)
