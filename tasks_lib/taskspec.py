@@ -12,6 +12,7 @@ from evaluators.registry import UnknownNameError
 from tasks_lib.domain import Frozen, Tier, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.imaging.sources import (
+    KSpaceSuperResSource,
     LesionSliceSource,
     LowDoseCTSource,
     MNITissueSource,
@@ -37,7 +38,7 @@ class QASource(Frozen):
 
 
 Source = Annotated[
-    QASource | MNITissueSource | LowDoseCTSource | LesionSliceSource,
+    QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""

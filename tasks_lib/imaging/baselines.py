@@ -5,7 +5,8 @@
 * constant — one value everywhere: label 1, the input's mean, one whole-image box of class 1,
   ``yes``, one fixed normal report.
 * classical — segmentation: Otsu head mask + 3-class k-means on intensity (darkest → background,
-  then GM, WM); enhancement: total-variation denoising (Chambolle, weight 0.08); detection, VQA and
+  then GM, WM); enhancement: total-variation denoising (Chambolle, weight 0.08) for low-dose CT,
+  unsharp masking (radius 2, amount 0.5) for k-space truncation; detection, VQA and
   reports: a blob detector (residual against a 25-px median background; bright components of
   ≥ 20 px → hyperintensity, dark components of ≥ 60 px → mass, grown by the 1-px rim), whose
   lesions feed the VQA answer rules and a fixed report template.
@@ -25,6 +26,7 @@ from scipy import ndimage
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import Lesion, LesionClass
 from tasks_lib.imaging.reports import describe
+from tasks_lib.imaging.sources import KSpaceSuperResSource
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.imaging.vqa_items import answers_for
 from tasks_lib.storage import Storage
@@ -64,6 +66,23 @@ def tv_denoise(img: NDArray[np.floating]) -> NDArray[np.float32]:
 
     tv: Callable[..., NDArray[np.float64]] = denoise_tv_chambolle
     return np.asarray(tv(img, weight=0.08), dtype=np.float32)
+
+
+def unsharp(img: NDArray[np.floating]) -> NDArray[np.float32]:
+    """Unsharp masking (radius 2, amount 0.5) against k-space truncation blur."""
+    from skimage.filters import unsharp_mask
+
+    sharpen: Callable[..., NDArray[np.float64]] = unsharp_mask
+    return np.asarray(sharpen(img, radius=2, amount=0.5, preserve_range=True), dtype=np.float32)
+
+
+def restore(task_id: str, img: NDArray[np.floating]) -> NDArray[np.float32]:
+    """The classical restoration for the task's degradation (TV for noise, unsharp for blur)."""
+    from tasks_lib.imaging.pool import load_task
+
+    if isinstance(load_task(task_id).source, KSpaceSuperResSource):
+        return unsharp(img)
+    return tv_denoise(img)
 
 
 def detect_blobs(img: NDArray[np.uint8]) -> list[Lesion]:
@@ -109,7 +128,7 @@ def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry
         return codecs.npy_bytes(np.zeros(img.shape, np.float32))
     if kind == BaselineKind.CONSTANT:
         return codecs.npy_bytes(np.full(img.shape, img.mean(), np.float32))
-    return codecs.npy_bytes(tv_denoise(img))
+    return codecs.npy_bytes(restore(m.task_id, img))
 
 
 def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:

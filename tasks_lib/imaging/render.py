@@ -13,8 +13,13 @@ from evaluators.registry import Registry
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import CLASS_NAMES, LesionCase, lesion_cases
 from tasks_lib.imaging.reports import reference_report
-from tasks_lib.imaging.sources import LesionSliceSource, LowDoseCTSource, MNITissueSource
-from tasks_lib.imaging.synth import lowdose_ct_cases, mni_tissue_cases
+from tasks_lib.imaging.sources import (
+    KSpaceSuperResSource,
+    LesionSliceSource,
+    LowDoseCTSource,
+    MNITissueSource,
+)
+from tasks_lib.imaging.synth import kspace_cases, lowdose_ct_cases, mni_tissue_cases
 from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
 from tasks_lib.imaging.vqa_items import vqa_items
 from tasks_lib.taskspec import TaskSpec
@@ -61,11 +66,16 @@ def render_segmentation(card: TaskSpec) -> Rendered:
 
 @RENDERERS.register("enhancement")
 def render_enhancement(card: TaskSpec) -> Rendered:
-    """NPY low-dose inputs and full-dose references."""
+    """NPY degraded inputs (low-dose CT or truncated k-space) and clean references."""
     src = card.source
-    assert isinstance(src, LowDoseCTSource)
+    if isinstance(src, LowDoseCTSource):
+        pairs = lowdose_ct_cases(src)
+    elif isinstance(src, KSpaceSuperResSource):
+        pairs = kspace_cases(src)
+    else:
+        raise TypeError(f"{card.task_id}: source {src.kind!r} cannot make enhancement cases")
     cases, arts = [], []
-    for i, pair in enumerate(lowdose_ct_cases(src)):
+    for i, pair in enumerate(pairs):
         cid = f"case-{i:03d}"
         arts += [Artifact(key=f"inputs/{cid}.npy", visibility=PUB,
                           data=codecs.npy_bytes(pair.degraded)),

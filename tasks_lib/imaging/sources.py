@@ -38,6 +38,17 @@ class LowDoseCTSource(Frozen):
     mu_max: float = Field(default=0.02, gt=0, description="Attenuation (1/pixel) of intensity 1.")
 
 
+class KSpaceSuperResSource(Frozen):
+    """MNI152 axial slices degraded by k-space truncation (MRI super-resolution)."""
+
+    kind: Literal["mni152_kspace_truncation"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=8, ge=1, description="Number of slices.")
+    seed: int = Field(default=0, description="Seed of slice choice, rotation, jitter and noise.")
+    keep_fraction: float = Field(default=0.35, gt=0, le=1,
+                                 description="Central fraction of k-space kept along each axis.")
+    noise_sd: float = Field(default=0.01, ge=0, description="Complex k-space noise SD.")
+
+
 class LesionSliceSource(Frozen):
     """MNI152 axial slices with seeded synthetic lesions of two classes (known boxes)."""
 

@@ -9,8 +9,8 @@ from tasks_lib.imaging.pool import load_task
 from tasks_lib.imaging.sharding import stage_references
 from tasks_lib.imaging.types import PoolManifest, ScoreCard
 
-TASKS = ["brain-tissue-seg", "ldct-denoise", "brain-lesion-det", "brain-lesion-vqa",
-         "brain-lesion-report"]
+TASKS = ["brain-tissue-seg", "ldct-denoise", "mri-superres", "brain-lesion-det",
+         "brain-lesion-vqa", "brain-lesion-report"]
 
 
 def build_pool(task_id: str, root: Path) -> tuple[str, PoolManifest]:
