@@ -6,6 +6,7 @@ A new harness implements :class:`Policy`; the loop in :mod:`tasks_lib.harness.lo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -52,8 +53,8 @@ class LiteLLMPolicy:
 
         kwargs: dict[str, Any] = {}
         if self.api_base:
-            kwargs.update(api_base=self.api_base)
-            kwargs.setdefault("api_key", "not-needed")
+            kwargs.update(api_base=self.api_base,
+                          api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
         response = with_backoff(
             lambda: litellm.completion(
                 model=self.model, messages=[m.to_openai() for m in messages], tools=TOOLS,
