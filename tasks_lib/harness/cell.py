@@ -129,7 +129,8 @@ def make_policy(plan: CellPlan) -> Policy:
         base = agent.params.get("api_base")
         return LiteLLMPolicy(agent.model, api_base=str(base) if base else None,
                              temperature=float(agent.params.get("temperature", 0.0)),
-                             max_tokens=int(agent.params.get("max_tokens", 4096)))
+                             max_tokens=int(agent.params.get("max_tokens", 4096)),
+                             retries=int(agent.params.get("retries", 4)))
     raise ValueError(f"agent {agent.agent_id!r} uses harness {agent.harness.value!r}; research "
                      f"cells need {Harness.TOOL_LOOP.value!r} or {Harness.SCRIPTED.value!r}")
 

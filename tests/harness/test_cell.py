@@ -14,6 +14,8 @@ from tasks_lib.harness.scripted import baseline_steps
 from tasks_lib.ledger import store
 from tasks_lib.settings import reset_settings
 
+pytestmark = pytest.mark.slow  # end-to-end cells: ~30 s each with the evaluator sandbox
+
 TASK = "brain-tissue-seg"
 SECRET = "sk-cell-test-0123456789abcdef"
 

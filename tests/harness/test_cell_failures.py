@@ -47,6 +47,7 @@ SCRIPT = [
 ]
 
 
+@pytest.mark.slow
 def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
         monkeypatch: pytest.MonkeyPatch) -> None:
     replies = iter(SCRIPT)
@@ -71,3 +72,28 @@ def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
     assert scores.stages.s4 == pytest.approx(0.125) and scores.stages.s1 == 0.0  # no plan.md
     codes = {c.value for c in scores.coding.fired}
     assert {"E1", "E4", "E5"} <= codes  # no plan, timeout, never submitted / invalid
+
+
+def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.openai_server import Transient
+
+    from tasks_lib.agents import AgentSpec, Harness
+
+    def down(body: dict[str, Any]) -> str:
+        raise Transient()
+
+    with FakeOpenAIServer(down) as server:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
+        reset_settings()
+        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
+                              SandboxBackend.LOCAL, 1, _pool(), "rules", time_budget_s=60)
+        agent = AgentSpec(agent_id="flaky", harness=Harness.TOOL_LOOP, model="gpt-4o-mini",
+                          params={"retries": 1})
+        execution = cell.execute_cell(plan.model_copy(update={"agent": agent}))
+        assert len(server.requests) == 2  # first try + one retry
+    reset_settings()
+    assert execution.status is RunStatus.ERROR and execution.end is None
+    assert execution.error is not None and "ServiceUnavailable" in execution.error
+    assert execution.turns == 0
+    messages = json.loads((plan.run_dir / "conversation.json").read_text())["messages"]
+    assert [m["role"] for m in messages] == ["system", "user"]

@@ -52,6 +52,7 @@ def test_summary_recovery_codes_and_cost() -> None:
     assert len(table.splitlines()[0].split("|")) == len(table.splitlines()[1].split("|"))
 
 
+@pytest.mark.slow
 def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None) -> None:
     from flows.cli import run as _run  # noqa: F401
     from flows.cli.groups import app
