@@ -30,6 +30,7 @@ def execute_qa(
 # Research cells (AutoMedBench S1–S5): agent × task × tier × replicate in a sandbox.
 
 from tasks_lib.domain import Tier  # noqa: E402
+from tasks_lib.errors import InputDataError  # noqa: E402
 from tasks_lib.harness.matrix import MatrixRun, matrix_folder, summarise, write_report  # noqa: E402
 from tasks_lib.harness.record import CellReport  # noqa: E402
 from tasks_lib.harness.steps import (  # noqa: E402
@@ -50,6 +51,9 @@ def _pool_dir(task_id: str) -> str:
     from tasks_lib.imaging.pool import default_pool_url, pool_exists
 
     url = default_pool_url(task_id)
+    if "://" in url.removeprefix("file://"):
+        raise InputDataError(url, "research cells mount pools into sandboxes: set "
+                                  "MEDFLOWS_STORAGE_URL to a local folder")
     if not pool_exists(url):
         construct_imaging(task_id, url)
     return url.removeprefix("file://")
