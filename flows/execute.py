@@ -29,9 +29,18 @@ def execute_qa(
 
 # Research cells (AutoMedBench S1–S5): agent × task × tier × replicate in a sandbox.
 
+from prefect.artifacts import create_markdown_artifact  # noqa: E402
+
+from tasks_lib.artifacts import artifact_key  # noqa: E402
 from tasks_lib.domain import Tier  # noqa: E402
 from tasks_lib.errors import InputDataError  # noqa: E402
-from tasks_lib.harness.matrix import MatrixRun, matrix_folder, summarise, write_report  # noqa: E402
+from tasks_lib.harness.matrix import (  # noqa: E402
+    MatrixRun,
+    markdown,
+    matrix_folder,
+    summarise,
+    write_report,
+)
 from tasks_lib.harness.record import CellReport  # noqa: E402
 from tasks_lib.harness.steps import (  # noqa: E402
     cell_step,
@@ -87,6 +96,9 @@ def run_matrix(matrix_id: str, agents: list[str], tasks: list[str], tiers: list[
                        judge_model, cards[t].time_budget_s)
              for a in agents for t in tasks for tier in tiers for r in range(replicates)]
     reports: list[CellReport] = cell_step.map(plans).result()
-    report_path = write_report(summarise(reports), matrix_folder(matrix_id))
+    summary = summarise(reports)
+    report_path = write_report(summary, matrix_folder(matrix_id))
+    create_markdown_artifact(key=artifact_key(f"matrix-{matrix_id}"), markdown=markdown(summary),
+                             description=f"Research matrix {matrix_id}")
     print(f"matrix {matrix_id}: {len(reports)} runs → {report_path}")
-    return MatrixRun(report_json=str(report_path), report=summarise(reports))
+    return MatrixRun(report_json=str(report_path), report=summary)
