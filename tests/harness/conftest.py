@@ -14,6 +14,15 @@ from pathlib import Path
 import pytest
 
 
+def _ping(url: str) -> bool:
+    import docker
+
+    try:
+        return bool(docker.DockerClient(base_url=url, timeout=5).ping())
+    except docker.errors.DockerException:
+        return False
+
+
 @pytest.fixture(scope="session")
 def docker_host() -> Iterator[str]:
     """``unix://`` URL of a dockerd started for this session (vfs, no iptables, no bridge)."""
@@ -31,9 +40,7 @@ def docker_host() -> Iterator[str]:
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     try:
         for _ in range(120):
-            if sock.exists() and subprocess.run(
-                    ["docker", "-H", f"unix://{sock}", "version"], capture_output=True,
-                    check=False).returncode == 0:
+            if sock.exists() and _ping(f"unix://{sock}"):
                 break
             if proc.poll() is not None:
                 pytest.fail(f"dockerd exited: {(root / 'dockerd.log').read_text()[-2000:]}")
