@@ -103,19 +103,28 @@ def upsert_run(row: RunRow, url: str | None = None) -> None:
             setattr(existing, name, value)
 
 
+def _score_exists(run_id: str, evaluator_version: str, url: str | None) -> bool:
+    with session(url) as s:
+        return s.exec(select(ScoreRow.id).where(
+            ScoreRow.run_id == run_id, ScoreRow.evaluator_version == evaluator_version)
+        ).first() is not None
+
+
 def append_score(row: ScoreRow, url: str | None = None) -> bool:
-    """Append a score row; returns False (and writes nothing) if the key already exists."""
+    """Append a score row; returns False (and writes nothing) if the key already exists.
+
+    Raises:
+        IntegrityError: For any other constraint violation, e.g. a ``run_id`` with no run row.
+    """
+    if _score_exists(row.run_id, row.evaluator_version, url):
+        return False
     try:
         with session(url) as s:
-            dup = s.exec(
-                select(ScoreRow.id).where(ScoreRow.run_id == row.run_id,
-                                          ScoreRow.evaluator_version == row.evaluator_version)
-            ).first()
-            if dup is not None:
-                return False
             s.add(row)
     except IntegrityError:
-        return False
+        if _score_exists(row.run_id, row.evaluator_version, url):
+            return False  # a concurrent writer appended the same key first
+        raise
     return True
 
 

@@ -50,3 +50,11 @@ def test_scores_are_append_only_per_evaluator_version(ledger_url: str) -> None:
                               ledger_url)
     rows = store.scores_for(["r1"], ledger_url)
     assert [(r.evaluator_version, r.task_score) for r in rows] == [("qa/1", 0.5), ("qa/2", 0.7)]
+
+
+def test_score_for_an_unknown_run_fails_loudly(ledger_url: str) -> None:
+    from sqlalchemy.exc import IntegrityError
+
+    with pytest.raises(IntegrityError):
+        store.append_score(ScoreRow(run_id="ghost", evaluator_version="qa/1"), ledger_url)
+    assert store.scores_for(["ghost"], ledger_url) == []
