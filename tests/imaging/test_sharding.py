@@ -59,3 +59,27 @@ def test_sharded_empty_conventions(tmp_path: Path) -> None:
     zu, ou = to_zarr(str(tmp_path / "z.zarr"), z), to_zarr(str(tmp_path / "o.zarr"), o)
     assert sharded_hd95(zu, zu, (1, 1, 1), 3) == 0.0
     assert sharded_hd95(ou, zu, (1, 1, 1), 3) == 373.13
+
+
+def test_existing_scheduler_from_settings(pools: Pools, baseline: object,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from distributed import LocalCluster
+
+    from tasks_lib.imaging.baselines import BaselineKind
+    from tasks_lib.imaging.scoring import score_segmentation
+    from tasks_lib.imaging.sharding import score_segmentation_dask
+    from tasks_lib.settings import reset_settings
+    from tasks_lib.storage import Storage
+
+    url, m = pools["brain-tissue-seg"]
+    sub = baseline("brain-tissue-seg", BaselineKind.CONSTANT)  # type: ignore[operator]
+    valid = [c.case_id for c in m.cases[:3]]
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=None) as cluster:
+        monkeypatch.setenv("MEDFLOWS_DASK_ADDRESS", cluster.scheduler_address)
+        reset_settings()
+        try:
+            got = score_segmentation_dask(sub, url, m, valid)
+        finally:
+            monkeypatch.delenv("MEDFLOWS_DASK_ADDRESS")
+            reset_settings()
+    assert got == score_segmentation(sub, Storage(url), m, valid)
