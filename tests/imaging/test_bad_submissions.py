@@ -175,3 +175,27 @@ def test_card_markdown_names_failures(pools: Pools, baseline: Make) -> None:
     text = card_markdown(score("ldct-denoise", url, sub))
     assert "FAILED" in text and f"- {m.cases[2].case_id}: missing" in text
     assert "`present` — every expected case has an output" in text
+
+
+def test_missing_folder_scores_zero(pools: Pools, tmp_path: Path) -> None:
+    url, _ = pools["brain-lesion-det"]
+    card = score("brain-lesion-det", url, tmp_path / "does-not-exist")
+    assert (card.task_score, card.s4, card.s5) == (0.0, 0.0, 0.0)
+    assert card.per_case[0].reason == "submission folder missing"
+
+
+def test_zero_dice_policy_can_be_turned_off(pools: Pools, baseline: Make) -> None:
+    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.pool import load_task
+    from tasks_lib.imaging.sources import ScoringPolicy
+
+    url, m = pools[SEG]
+    sub = baseline(SEG, BaselineKind.PERFECT)
+    (sub / m.cases[0].output).unlink()
+    card = load_task(SEG).model_copy(update={"policy": ScoringPolicy(zero_dice_if_missing=False)})
+    rows = steps.inspect.fn(str(sub), m)
+    val = steps.validate.fn("segmentation", rows)
+    per_case = steps.case_metrics.fn(card, str(sub), url, m, rows, False)
+    out = steps.assemble.fn(card, m, rows, per_case, {}, val)
+    assert out.task_score == pytest.approx(7 / 8) and not out.notes
+    assert score(SEG, url, sub).task_score == 0.0  # the shipped card keeps the published rule

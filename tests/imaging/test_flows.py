@@ -83,3 +83,28 @@ def test_score_is_appended_to_the_ledger_once(prefect_harness: None, tmp_path: P
     assert len(rows) == 1 and rows[0].task_score == pytest.approx(first.task_score)
     assert json.loads(rows[0].stages_json) == {"s4": 1.0, "s5": 1.0}
     assert rows[0].card_url and Path(rows[0].card_url).is_file()
+
+
+def test_malformed_submission_does_not_crash_the_flow(prefect_harness: None,
+                                                      tmp_path: Path) -> None:
+    import numpy as np
+
+    from flows.construct import construct_imaging
+    from flows.score import score_submission
+    from tasks_lib.imaging import codecs
+    from tasks_lib.imaging.pool import read_manifest
+
+    pool = str(tmp_path / "pool")
+    construct_imaging("ldct-denoise", pool)
+    m = read_manifest(pool)
+    sub = tmp_path / "sub"
+    write_baseline(BaselineKind.PERFECT, pool, sub)
+    (sub / m.cases[0].output).write_bytes(codecs.npy_bytes(np.full(m.cases[0].shape, np.nan)))
+    (sub / m.cases[1].output).write_bytes(b"\x93NUMPY truncated")
+    (sub / m.cases[2].output).unlink()
+    (sub / m.cases[2].output).symlink_to(Path(pool) / "private" / m.cases[2].reference)
+    (sub / "extra.bin").write_bytes(b"x")
+    card = score_submission("ldct-denoise", str(sub), pool)
+    assert not card.validation.ok and card.s5 == 0.5
+    assert [c.valid for c in card.per_case[:4]] == [False, False, False, True]
+    assert card.metrics["ssim"] == pytest.approx(5 / 8)
