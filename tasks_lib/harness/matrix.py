@@ -92,14 +92,16 @@ def _fmt(v: MeanSE) -> str:
 
 def markdown(report: MatrixReport) -> str:
     """The report as a Markdown table."""
-    lines = ["| agent | task | tier | n | overall | agentic | task | "
+    lines = ["| agent | task | tier | n | status | overall | agentic | task | "
              + " | ".join(s.upper() for s in STAGES) + " | codes | recovery | $/run |",
-             "|" + "---|" * (10 + len(STAGES))]
+             "|" + "---|" * (11 + len(STAGES))]
     for c in report.cells:
         codes = ", ".join(f"{k}×{v}" for k, v in c.error_codes.items()) or "–"
         recovery = "–" if c.recovery_rate is None else f"{c.recovery_rate:.2f}"
         cost = "–" if c.cost_per_run is None else f"{c.cost_per_run:.4f}"
-        lines.append(f"| {c.agent_id} | {c.task_id} | {c.tier} | {c.runs} | {_fmt(c.overall)} | "
+        status = ", ".join(f"{k}×{v}" for k, v in sorted(c.status.items()))
+        lines.append(f"| {c.agent_id} | {c.task_id} | {c.tier} | {c.runs} | {status} | "
+                     f"{_fmt(c.overall)} | "
                      f"{_fmt(c.agentic)} | {_fmt(c.task_score)} | "
                      + " | ".join(_fmt(c.stages[s]) for s in STAGES)
                      + f" | {codes} | {recovery} | {cost} |")

@@ -48,7 +48,7 @@ def test_summary_recovery_codes_and_cost() -> None:
     assert cell.cost_per_run == pytest.approx(0.05 / 3)
     assert cell.stages["s2"].mean == 0.5 and cell.stages["s3"].n == 2
     table = markdown(summarise(reports))
-    assert "| a | t | lite | 3 | 0.300 ± 0.100 |" in table
+    assert "| a | t | lite | 3 | completed×2, timeout×1 | 0.300 ± 0.100 |" in table
     assert len(table.splitlines()[0].split("|")) == len(table.splitlines()[1].split("|"))
 
 
