@@ -26,7 +26,7 @@ from evaluators.metrics import Direction, metric
 
 FINDINGS: dict[str, tuple[str, ...]] = {
     "nodule": ("nodule", "nodules", "nodular"),
-    "mass": ("mass", "masses", "lesion", "lesions"),
+    "mass": ("mass", "masses", "space-occupying"),
     "calcification": ("calcification", "calcifications", "calcified"),
     "effusion": ("effusion", "effusions", "fluid collection"),
     "atrophy": ("atrophy", "atrophic", "volume loss"),

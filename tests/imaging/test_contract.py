@@ -36,3 +36,11 @@ def test_card_has_every_piece(task_id: str) -> None:
     golden = json.loads(GOLDEN.read_text())
     assert set(golden[task_id]) == {k.value for k in BaselineKind}
     assert card.io.outputs.strip() and card.description.strip()
+
+
+def test_template_card_is_valid() -> None:
+    from tasks_lib.settings import get_settings
+    from tasks_lib.taskspec import load_card_file
+
+    card = load_card_file(get_settings().datasets_dir / "_template" / "task.yaml")
+    assert all(name in METRICS for name in card.metrics)

@@ -61,6 +61,7 @@ def test_normalizer_keeps_decimal_point() -> None:
 def test_labeler_negation_and_prf() -> None:
     assert label_findings("A nodule in the left lobe. No effusion.") == {"nodule"}
     assert label_findings("Without calcification; mild atrophy") == {"atrophy"}
+    assert label_findings("A hyperintense lesion, but no mass.") == {"hyperintensity"}
     r = prf(frozenset({"nodule", "mass"}), frozenset({"nodule", "effusion", "atrophy"}))
     assert (r.precision, r.recall) == (0.5, pytest.approx(1 / 3))
     assert r.f1 == pytest.approx(2 * 0.5 * (1 / 3) / (0.5 + 1 / 3))
