@@ -110,3 +110,14 @@ def write_ledger(report: CellReport, url: str | None = None) -> None:
         overall=report.overall, card_url=report.score_url), url)
 
 
+
+
+def record_execution(plan: CellPlan, execution: Execution, url: str | None = None) -> None:
+    """Ledger the run as soon as the agent stops (cost is kept even if scoring fails later)."""
+    store.upsert_run(RunRow(
+        run_id=plan.run_id, agent_id=plan.agent.agent_id, task_id=plan.task_id,
+        tier=plan.tier.value, replicate=plan.replicate, status=execution.status.value,
+        turns=execution.turns, wall_time_s=round(execution.wall_time_s, 3),
+        input_tokens=execution.input_tokens, output_tokens=execution.output_tokens,
+        cost_usd=cost(execution), submission_url=str(plan.workspace / "submission"),
+        trace_url=str(plan.run_dir / "trace.jsonl")), url)

@@ -9,7 +9,7 @@ from tasks_lib.harness import cell as cell_mod
 from tasks_lib.harness.cell import CellPlan, CellScores, Execution
 from tasks_lib.harness.evaluate import ProductScore, run_evaluator
 from tasks_lib.harness.messages import ChatMessage
-from tasks_lib.harness.record import CellReport, build_report, write_ledger
+from tasks_lib.harness.record import CellReport, build_report, record_execution, write_ledger
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
 from tasks_lib.taskspec import TaskSpec
@@ -28,8 +28,10 @@ def plan_step(agent_id: str, task_id: str, track: Track, tier: Tier, backend: Sa
 
 @task(task_run_name="execute-{plan.run_id}")
 def execute_step(plan: CellPlan) -> Execution:
-    """Run the agent in its sandbox (fresh workspace); traces are written as it goes."""
-    return cell_mod.execute_cell(plan)
+    """Run the agent in its sandbox (fresh workspace) and ledger the run with its cost."""
+    execution = cell_mod.execute_cell(plan)
+    record_execution(plan, execution)
+    return execution
 
 
 @task(task_run_name="evaluate-{plan.run_id}")
@@ -58,7 +60,7 @@ def record_step(plan: CellPlan, execution: Execution, scores: CellScores) -> Cel
 
 def run_cell_inline(plan: CellPlan) -> CellReport:
     """The whole cell in one step's body (used by the matrix fan-out)."""
-    execution = cell_mod.execute_cell(plan)
+    execution = execute_step.fn(plan)
     product = evaluate_step.fn(plan, execution)
     scores = cell_mod.judge_and_combine(plan, execution, _messages(plan), product)
     return record_step.fn(plan, execution, scores)

@@ -14,7 +14,8 @@ from tasks_lib.domain import RunStatus, Tier, Track
 from tasks_lib.harness import cell
 from tasks_lib.harness.loop import LoopEnd
 from tasks_lib.harness.recipes import RECIPES
-from tasks_lib.harness.steps import _messages, evaluate_step
+from tasks_lib.harness.steps import _messages, evaluate_step, execute_step
+from tasks_lib.ledger import store
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import reset_settings
 
@@ -89,7 +90,7 @@ def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch)
                               SandboxBackend.LOCAL, 1, _pool(), "rules", time_budget_s=60)
         agent = AgentSpec(agent_id="flaky", harness=Harness.TOOL_LOOP, model="gpt-4o-mini",
                           params={"retries": 1})
-        execution = cell.execute_cell(plan.model_copy(update={"agent": agent}))
+        execution = execute_step.fn(plan.model_copy(update={"agent": agent}))
         assert len(server.requests) == 2  # first try + one retry
     reset_settings()
     assert execution.status is RunStatus.ERROR and execution.end is None
@@ -97,3 +98,5 @@ def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch)
     assert execution.turns == 0
     messages = json.loads((plan.run_dir / "conversation.json").read_text())["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
+    row = store.runs(run_id=plan.run_id)[0]  # ledgered before any scoring
+    assert (row.agent_id, row.status, row.turns, row.cost_usd) == ("flaky", "error", 0, 0.0)
