@@ -1,14 +1,18 @@
-"""De-identify step: blank free-text NIfTI header fields (and refuse DICOM-style leftovers).
+"""De-identify step: strip identifying header fields from NIfTI and DICOM files before publishing.
 
-NIfTI-1 has four free-text fields that scanners and converters fill with site, subject and
-protocol strings (:data:`~tasks_lib.imaging.codecs.NIFTI_TEXT_FIELDS`). Every ``.nii.gz`` artifact
-of a pool is rewritten with those fields empty before anything is published; other formats we
-write (NPY, PNG without text chunks, JSON, CSV) carry no header metadata.
+* NIfTI-1 has four free-text fields that scanners and converters fill with site, subject and
+  protocol strings (:data:`~tasks_lib.imaging.codecs.NIFTI_TEXT_FIELDS`); they are blanked.
+* DICOM: the identifying attributes in :data:`DICOM_BLANK` are emptied, dates in
+  :data:`DICOM_DATES` keep only their year (``YYYY0101``, Safe-Harbor style), and private tags are
+  removed.
+
+Other formats we write (NPY, PNG without text chunks, JSON, CSV) carry no header metadata.
 """
 
 from __future__ import annotations
 
 import gzip
+import io
 from typing import NamedTuple
 
 from tasks_lib.imaging import codecs
@@ -33,13 +37,50 @@ def strip_nifti(data: bytes) -> tuple[bytes, list[str]]:
     return gzip.compress(img.to_bytes(), mtime=0), cleared
 
 
+DICOM_BLANK = ("PatientName", "PatientID", "OtherPatientIDs", "PatientAddress",
+               "PatientTelephoneNumbers", "InstitutionName", "InstitutionAddress",
+               "ReferringPhysicianName", "PerformingPhysicianName", "OperatorsName",
+               "AccessionNumber", "StationName", "DeviceSerialNumber")
+DICOM_DATES = ("PatientBirthDate", "StudyDate", "SeriesDate", "AcquisitionDate", "ContentDate")
+
+
+def strip_dicom(data: bytes) -> tuple[bytes, list[str]]:
+    """DICOM bytes with identifying attributes blanked, dates reduced to the year, private tags
+    removed; and the names of the attributes that were changed."""
+    import pydicom
+
+    ds = pydicom.dcmread(io.BytesIO(data))
+    cleared = []
+    for kw in DICOM_BLANK:
+        el = ds.data_element(kw)
+        if el is not None and str(el.value).strip():
+            el.value = ""
+            cleared.append(kw)
+    for kw in DICOM_DATES:
+        el = ds.data_element(kw)
+        value = str(el.value) if el is not None else ""
+        if el is not None and len(value) >= 4 and value != f"{value[:4]}0101":
+            el.value = f"{value[:4]}0101"
+            cleared.append(kw)
+    if any(el.tag.is_private for el in ds):
+        ds.remove_private_tags()
+        cleared.append("private tags")
+    buf = io.BytesIO()
+    ds.save_as(buf)
+    return buf.getvalue(), cleared
+
+
+_STRIPPERS = {".nii": strip_nifti, ".nii.gz": strip_nifti, ".dcm": strip_dicom}
+
+
 def deidentify(artifacts: list[Artifact]) -> Deidentified:
-    """Strip identifying header text from every NIfTI artifact."""
+    """Strip identifying header fields from every NIfTI and DICOM artifact."""
     out, fields, files = [], set(), 0
     for art in artifacts:
-        if art.key.endswith((".nii", ".nii.gz")):
+        suffix = next((s for s in (".nii.gz", ".nii", ".dcm") if art.key.endswith(s)), None)
+        if suffix is not None:
             files += 1
-            data, cleared = strip_nifti(art.data)
+            data, cleared = _STRIPPERS[suffix](art.data)
             fields.update(cleared)
             art = Artifact(key=art.key, visibility=art.visibility, data=data)
         out.append(art)
