@@ -12,7 +12,14 @@ import typer
 
 from evaluators.registry import UnknownNameError
 from flows.cli.groups import (
-    app, build_app, execute_app, fail, qa_app, report_app, score_app, split_list,
+    app,
+    build_app,
+    execute_app,
+    fail,
+    qa_app,
+    report_app,
+    score_app,
+    split_list,
 )
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.errors import InputDataError
