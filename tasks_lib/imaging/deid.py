@@ -52,12 +52,12 @@ def strip_dicom(data: bytes) -> tuple[bytes, list[str]]:
     ds = pydicom.dcmread(io.BytesIO(data))
     cleared = []
     for kw in DICOM_BLANK:
-        el = ds.data_element(kw)
+        el = ds.data_element(kw) if kw in ds else None
         if el is not None and str(el.value).strip():
             el.value = ""
             cleared.append(kw)
     for kw in DICOM_DATES:
-        el = ds.data_element(kw)
+        el = ds.data_element(kw) if kw in ds else None
         value = str(el.value) if el is not None else ""
         if el is not None and len(value) >= 4 and value != f"{value[:4]}0101":
             el.value = f"{value[:4]}0101"
