@@ -105,6 +105,11 @@ def test_psnr_ssim_agree_with_torchmetrics() -> None:
     tp, tr = torch.tensor(pred)[None, None], torch.tensor(ref)[None, None]
     assert psnr(pred, ref) == pytest.approx(
         float(peak_signal_noise_ratio(tp, tr, data_range=rng)), abs=1e-4)
+    # Same SSIM map; scikit-image averages it without the 5-px border, torchmetrics' scalar with it.
+    _, smap = structural_similarity_index_measure(tp, tr, data_range=rng, reduction="none",
+                                                  return_full_image=True)
+    interior = float(smap[0, 0, 5:-5, 5:-5].mean())
+    assert ssim(pred, ref) == pytest.approx(interior, abs=1e-9)
     assert ssim(pred, ref) == pytest.approx(
         float(structural_similarity_index_measure(tp, tr, data_range=rng)), abs=2e-2)
     assert ssim(ref, ref) == pytest.approx(1.0)
