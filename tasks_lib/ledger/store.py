@@ -7,9 +7,9 @@ SQLite: WAL alone loses updates when several processes write, so every transacti
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -43,15 +43,32 @@ def _sqlite_engine(url: str) -> Engine:
     return engine
 
 
-@lru_cache(maxsize=8)
+_ENGINES: dict[str, Engine] = {}
+_ENGINES_LOCK = threading.Lock()
+
+
 def get_engine(url: str | None = None) -> Engine:
-    """Engine for ``url`` (default: the configured ledger), migrated to the newest schema."""
+    """Engine for ``url`` (default: the ledger configured now), migrated to the newest schema.
+
+    Engines are kept per URL, so changing ``MEDFLOWS_LEDGER_URL`` (and resetting settings) takes
+    effect on the next call.
+    """
     url = url or get_settings().ledger_url
-    engine = (
-        _sqlite_engine(url) if url.startswith("sqlite") else create_engine(url, pool_pre_ping=True)
-    )
-    upgrade_to_head(engine)
-    return engine
+    with _ENGINES_LOCK:
+        if url not in _ENGINES:
+            engine = (_sqlite_engine(url) if url.startswith("sqlite")
+                      else create_engine(url, pool_pre_ping=True))
+            upgrade_to_head(engine)
+            _ENGINES[url] = engine
+        return _ENGINES[url]
+
+
+def dispose_engines() -> None:
+    """Close every pooled connection and forget the engines (e.g. before dropping a database)."""
+    with _ENGINES_LOCK:
+        for engine in _ENGINES.values():
+            engine.dispose()
+        _ENGINES.clear()
 
 
 @contextmanager

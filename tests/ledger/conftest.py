@@ -48,9 +48,9 @@ def postgres_url() -> Iterator[str]:
     try:
         yield make_url(ADMIN_URL).set(database=name).render_as_string(hide_password=False)
     finally:
-        from tasks_lib.ledger.store import get_engine
+        from tasks_lib.ledger.store import dispose_engines
 
-        get_engine.cache_clear()
+        dispose_engines()
         with admin.connect() as conn:
             conn.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
         admin.dispose()

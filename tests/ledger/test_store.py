@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from tasks_lib.ledger import store
@@ -58,3 +60,21 @@ def test_score_for_an_unknown_run_fails_loudly(ledger_url: str) -> None:
     with pytest.raises(IntegrityError):
         store.append_score(ScoreRow(run_id="ghost", evaluator_version="qa/1"), ledger_url)
     assert store.scores_for(["ghost"], ledger_url) == []
+
+
+def test_default_engine_follows_the_configured_ledger(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.settings import reset_settings
+
+    urls = [f"sqlite:///{tmp_path / name}" for name in ("a.db", "b.db")]
+    try:
+        for url in urls:
+            monkeypatch.setenv("MEDFLOWS_LEDGER_URL", url)
+            reset_settings()
+            assert str(store.get_engine().url) == url
+            store.upsert_run(_run(f"run-{url[-4]}"))
+        assert [r.run_id for r in store.runs(urls[0])] == ["run-a"]
+        assert [r.run_id for r in store.runs(urls[1])] == ["run-b"]
+    finally:
+        monkeypatch.undo()
+        reset_settings()
