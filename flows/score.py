@@ -44,7 +44,7 @@ def score_submission(task_id: str, submission: str, pool: str | None = None,
     per_case = imaging.case_metrics(card, submission, pool_url, manifest, rows, dask)
     extra = imaging.dataset_metrics(submission, pool_url, manifest, rows)
     card_out = imaging.assemble(card, manifest, rows, per_case, extra, validation)
-    url = imaging.store_card(card_out, imaging.submission_digest(submission, rows))
+    url = imaging.store_card(card_out, submission, rows)
     imaging.publish_artifact(card_out)
     if run_id:
         imaging.record_score(card_out, run_id, url)

@@ -154,8 +154,10 @@ def record_score(sc: ScoreCard, run_id: str, card_url: str) -> bool:
 
 
 @task(task_run_name="store-score-card-{sc.task_id}", **IO_RETRIES)
-def store_card(sc: ScoreCard, digest: str) -> str:
-    """Persist the score card (with its validation result) under the storage root."""
+def store_card(sc: ScoreCard, submission: str, rows: list[FrameRow]) -> str:
+    """Persist the score card (with its validation result) under the storage root, named by the
+    submission's content digest."""
+    digest = submission_digest(submission, rows)
     store = Storage.from_settings()
     return store.write_json(f"scores/imaging/{sc.task_id}/{digest[:16]}-{sc.evaluator_version}"
                             ".json", sc)
