@@ -94,7 +94,7 @@ class LiteLLMCompletion:
         kwargs: dict[str, Any] = dict(self.extra)
         if self.api_base:
             kwargs["api_base"] = self.api_base
-            kwargs.setdefault("api_key", "not-needed")
+            kwargs.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or "not-needed")
         if max_tokens is not None:
             kwargs["max_tokens"] = max_tokens
         started = time.perf_counter()

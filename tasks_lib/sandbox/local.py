@@ -44,9 +44,9 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
             argv += ["--symlink", os.readlink(folder), folder]
         elif Path(folder).exists():
             argv += ["--ro-bind", folder, folder]
-    for folder in spec.runtime:
-        argv += ["--ro-bind", folder, folder]
     argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    for folder in spec.runtime:  # after /tmp: the runtime may live under it (a clone in /tmp)
+        argv += ["--ro-bind", folder, folder]
     for mount in spec.mounts:
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir]
