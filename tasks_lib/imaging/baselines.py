@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
+from tasks_lib.domain import Track
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import Lesion, LesionClass
 from tasks_lib.imaging.reports import describe
@@ -115,7 +116,7 @@ def _public(pool: Storage, key: str) -> bytes:
 
 
 def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry) -> bytes:
-    seg = m.track.value == "segmentation"
+    seg = m.track == Track.SEGMENTATION
     if kind == BaselineKind.PERFECT:
         return pool.read_bytes(f"private/{c.reference}")
     img = (codecs.nifti_array(codecs.nifti_load(_public(pool, c.image))).astype(np.float64)
@@ -149,7 +150,7 @@ def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:
 
 
 def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage) -> bytes:
-    vqa = m.track.value == "vqa"
+    vqa = m.track == Track.VQA
     detected: dict[str, list[Lesion]] = {}
     rows = []
     for n, c in enumerate(m.cases):
@@ -177,9 +178,9 @@ def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage) -> bytes:
 def baseline_files(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
     """``(file name, bytes)`` of a baseline submission for the pool."""
     pool = Storage(pool_url)
-    if m.track.value in ("vqa", "report_generation"):
+    if m.track in (Track.VQA, Track.REPORT_GENERATION):
         return [(m.cases[0].output, _text_table(kind, m, pool))]
-    if m.track.value == "detection":
+    if m.track == Track.DETECTION:
         return [(c.output, _detection_case(kind, pool, c)) for c in m.cases]
     return [(c.output, _array_case(kind, m, pool, c)) for c in m.cases]
 

@@ -28,6 +28,7 @@ from evaluators.report_generation import (
 from evaluators.segmentation import dice_macro
 from evaluators.surface import hd95
 from evaluators.vqa import vqa_exact_match
+from tasks_lib.domain import Track
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.submission import (
     load_image,
@@ -167,10 +168,10 @@ def per_case_rows(m: PoolManifest, rows: list[FrameRow], values: dict[str, dict[
 def extra_task_metrics(sub: Path, pool: Storage, m: PoolManifest,
                        valid: list[str]) -> dict[str, float]:
     """Dataset-level metrics that are not means of per-case values."""
-    if m.track.value == "detection":
+    if m.track == Track.DETECTION:
         preds, refs = detection_sets(sub, pool, m, valid)
         return {"map_50": map_50(preds, refs), "map_50_coco": map_50_coco(preds, refs)}
-    if m.track.value == "report_generation":
+    if m.track == Track.REPORT_GENERATION:
         tp = fp = fn = 0
         for _, pred, ref in _texts(sub, pool, m, valid, "case_id", "report"):
             p, r = label_findings(pred), label_findings(ref)
@@ -208,7 +209,7 @@ def score_card(card: TaskSpec, m: PoolManifest, rows: list[FrameRow], per_case: 
     metrics.update(extra)
     primary = card.metrics[0]
     task_score, notes = metrics[primary], []
-    if (m.track.value == "segmentation" and card.policy.zero_dice_if_missing
+    if (m.track == Track.SEGMENTATION and card.policy.zero_dice_if_missing
             and not all(c.valid for c in per_case)):
         task_score = 0.0
         notes.append("zero_dice_if_missing: a case is missing or invalid, Dice credit is 0")

@@ -10,6 +10,7 @@ from prefect import task
 
 from expectations import validate_frame
 from tasks_lib.caching import IO_RETRIES, cached
+from tasks_lib.domain import Track
 from tasks_lib.imaging import render as render_mod
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files
 from tasks_lib.imaging.deid import Deidentified, deidentify
@@ -103,7 +104,7 @@ def case_metrics(card: TaskSpec, submission: str, pool_url: str, manifest: PoolM
                  rows: list[FrameRow], use_dask: bool) -> list[CaseScore]:
     """Metric values of every expected case (invalid → each metric's missing value)."""
     valid = [r.case_id for r in rows if r.valid]
-    if use_dask and card.track.value == "segmentation":
+    if use_dask and card.track == Track.SEGMENTATION:
         from tasks_lib.imaging.sharding import score_segmentation_dask
 
         values = score_segmentation_dask(Path(submission), pool_url, manifest, valid)
