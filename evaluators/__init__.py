@@ -5,4 +5,4 @@ function can be pickled to a Dask worker or run inside an offline evaluator cont
 Importing this package registers every built-in metric (see :mod:`evaluators.catalog`).
 """
 
-from evaluators import catalog as catalog  # noqa: F401  (explicit registration point)
+from evaluators import catalog as catalog

@@ -5,7 +5,8 @@ Answer extraction rules (applied in order, first hit wins; the raw text is alway
 1. The whole reply is one valid option letter, optionally wrapped in ``()``, ``[]``, ``**`` or
    followed by ``.``/``)``/``:`` (``"B"``, ``"(B)"``, ``"B."``).
 2. The *last* explicit answer statement: ``answer is X``, ``answer: X``,
-   ``Answer - X``, ``final answer ... X``, ``\\boxed{X}`` (case-insensitive, letter may be wrapped in ``()``/``**``).
+   ``Answer - X``, ``final answer ... X``, ``\\boxed{X}`` (case-insensitive; the letter may be
+   wrapped in ``()`` or ``**``).
 3. The reply starts with a valid letter followed by ``.``, ``)`` or ``:`` (``"C) Aspirin ..."``).
 4. Exactly one option's full text occurs in the reply (case-insensitive) → that option's letter.
 5. Otherwise ``None`` (scored as wrong).

@@ -7,13 +7,13 @@ from prefect import flow, get_run_logger, pause_flow_run
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
+from tasks_lib.artifacts import artifact_key
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.qa import steps
+from tasks_lib.qa.replay_report import default_source
 from tasks_lib.qa.review import ReviewInput, auto_record, to_record
 from tasks_lib.qa.summary import manifest_markdown
-from tasks_lib.artifacts import artifact_key
 from tasks_lib.qa.types import MeldRecord, PublishedPool, ReviewRecord
-from tasks_lib.settings import get_settings
 from tasks_lib.taskspec import list_cards
 
 REVIEW_POLL_S = 2
@@ -74,7 +74,7 @@ def construct_qa(
     out: str | None = None,
 ) -> PublishedPool:
     """Build and publish a hard multiple-choice QA pool from dataset cards."""
-    source = source or str(get_settings().data_root / "medagentsbench")
+    source = source or default_source()
     predictions = predictions or f"{source}/predictions/full.csv.gz"
     digest = steps.file_digest(predictions)
     builds = [build_dataset(ds, source, predictions, digest, models, select, per_dataset,

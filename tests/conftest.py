@@ -12,7 +12,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support.paths import DATA_ROOT
 
 _TMP = Path(tempfile.mkdtemp(prefix="medflows-tests-"))

@@ -20,12 +20,12 @@ def _environment() -> None:
 def main() -> None:
     """Console-script entry point."""
     _environment()
-    from flows.cli import qa as qa  # noqa: F401  (registers commands)
-    from flows.cli import review as review  # noqa: F401
-    from flows.cli import imaging as imaging  # noqa: F401
-    from flows.cli import ops as ops  # noqa: F401
-    from flows.cli import challenge as challenge  # noqa: F401
-    from flows.cli import run as run  # noqa: F401
+    from flows.cli import challenge as challenge
+    from flows.cli import imaging as imaging
+    from flows.cli import ops as ops
+    from flows.cli import qa as qa
+    from flows.cli import review as review
+    from flows.cli import run as run
 
     try:
         app()

@@ -1,6 +1,7 @@
 """Ingest and normalize QA source files.
 
-Shared schema: realidx, question, options, answer_idx, answer, meta_info. Bad lines become :class:`Reject` rows with a reason; nothing is dropped silently.
+Shared schema: realidx, question, options, answer_idx, answer, meta_info. Bad lines become
+:class:`Reject` rows with a reason; nothing is dropped silently.
 """
 
 from __future__ import annotations

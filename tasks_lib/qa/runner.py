@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import hashlib
-import math
 import json
+import math
 import time
 from collections.abc import Callable, Iterable
 from functools import lru_cache

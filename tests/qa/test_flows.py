@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 import pytest
-from support.paths import QA_SOURCE
 from support.openai_server import FakeOpenAIServer
+from support.paths import QA_SOURCE
 
 from flows.pipeline import HARD_MODELS
 from tasks_lib.ledger import store

@@ -39,7 +39,7 @@ class FakeOpenAIServer:
             def log_message(self, *args: Any) -> None:
                 return
 
-            def do_POST(self) -> None:  # noqa: N802
+            def do_POST(self) -> None:
                 if not self.path.rstrip("/").endswith("chat/completions"):
                     self.send_error(404)
                     return
