@@ -5,7 +5,7 @@ then scores all runs twice, in one process, on the same stored submissions:
 
 1. the ``score-qa`` flow (steps, result persistence, ledger writes, temporary Prefect server
    already running), and
-2. the same step function (``score_run.fn``) called in a plain Python loop.
+2. the same step functions (``score_run.fn`` then ``record_score.fn``) in a plain Python loop.
 
 Score rows are deleted between the two so both do the same ledger inserts. Prints both wall times
 and their ratio. Run: ``make bench`` (or ``.venv/bin/python benchmarks/score_flow_overhead.py``).
@@ -40,7 +40,7 @@ def main() -> None:
     from tasks_lib.ledger import store
     from tasks_lib.ledger.tables import ScoreRow
     from tasks_lib.qa.replay_report import default_source
-    from tasks_lib.qa.run_steps import score_run
+    from tasks_lib.qa.run_steps import record_score, score_run
 
     source = default_source()
     published = construct_qa(pool_id="bench", source=source, models=HARD_MODELS, meld=False,
@@ -57,7 +57,7 @@ def main() -> None:
         s.exec(delete(ScoreRow))  # type: ignore[call-overload]
     started = time.perf_counter()
     for run in runs:
-        score_run.fn(run, pool, pool_hash)
+        record_score.fn(score_run.fn(run, pool, pool_hash))
     loop_s = time.perf_counter() - started
 
     print(f"runs scored: {len(runs)} ({n_answers} answers from hard.csv.gz)")

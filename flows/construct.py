@@ -29,7 +29,7 @@ def build_dataset(dataset: str, source: str, predictions: str, predictions_diges
     normalized = steps.normalize(dataset, scrubbed.items, src.questions)
     difficulty = steps.difficulty_filter(
         dataset, normalized.items, predictions, predictions_digest, models, select, per_dataset,
-        threshold, seed, src.card.source.stratify_field)
+        threshold, seed, src.stratify_field)
     chosen = {d.realidx for d in difficulty if d.selected}
     order = [d.realidx for d in difficulty if d.selected]
     by_id = {it.realidx: it for it in normalized.items if it.realidx in chosen}

@@ -3,9 +3,31 @@
 from __future__ import annotations
 
 from prefect import flow, unmapped
+from prefect.artifacts import create_markdown_artifact
 
+from tasks_lib.artifacts import artifact_key
+from tasks_lib.domain import Tier
+from tasks_lib.errors import InputDataError
+from tasks_lib.harness.matrix import (
+    MatrixRun,
+    markdown,
+    matrix_folder,
+    summarise,
+    write_report,
+)
+from tasks_lib.harness.record import CellReport
+from tasks_lib.harness.steps import (
+    cell_step,
+    evaluate_step,
+    execute_step,
+    judge_step,
+    plan_step,
+    record_step,
+)
+from tasks_lib.imaging.pool import load_task
 from tasks_lib.qa.planning import plan_agents, read_manifest
-from tasks_lib.qa.run_steps import QARun, execute_agent
+from tasks_lib.qa.run_steps import QARun, execute_agent, record_run
+from tasks_lib.sandbox.base import SandboxBackend
 
 
 @flow(name="execute-qa", flow_run_name="execute-qa", log_prints=True)
@@ -23,35 +45,12 @@ def execute_qa(
     futures = execute_agent.map(specs, unmapped(pool), unmapped(manifest.content_hash),
                                 unmapped(replicate))
     runs: list[QARun] = futures.result()
+    record_run.map(runs).result()
     print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version}")
     return runs
 
 
 # Research cells (AutoMedBench S1–S5): agent × task × tier × replicate in a sandbox.
-
-from prefect.artifacts import create_markdown_artifact  # noqa: E402
-
-from tasks_lib.artifacts import artifact_key  # noqa: E402
-from tasks_lib.domain import Tier  # noqa: E402
-from tasks_lib.errors import InputDataError  # noqa: E402
-from tasks_lib.harness.matrix import (  # noqa: E402
-    MatrixRun,
-    markdown,
-    matrix_folder,
-    summarise,
-    write_report,
-)
-from tasks_lib.harness.record import CellReport  # noqa: E402
-from tasks_lib.harness.steps import (  # noqa: E402
-    cell_step,
-    evaluate_step,
-    execute_step,
-    judge_step,
-    plan_step,
-    record_step,
-)
-from tasks_lib.imaging.pool import load_task  # noqa: E402
-from tasks_lib.sandbox.base import SandboxBackend  # noqa: E402
 
 
 def _pool_dir(task_id: str) -> str:

@@ -6,17 +6,20 @@ from prefect import flow, unmapped
 
 from tasks_lib.imaging.types import ScoreCard
 from tasks_lib.qa.planning import find_runs, read_manifest
-from tasks_lib.qa.run_steps import score_run
+from tasks_lib.qa.report import publish_leaderboard
+from tasks_lib.qa.run_steps import record_score, score_run
 from tasks_lib.qa.scoring import QAScoreCard
 
 
 @flow(name="score-qa", flow_run_name="score-qa", log_prints=True)
 def score_qa(pool: str, run_ids: list[str] | None = None) -> list[QAScoreCard]:
-    """Score every stored run on the pool (or the given run ids)."""
+    """Score every stored run on the pool (or the given run ids); leaderboard artifact."""
     manifest = read_manifest(pool)
     runs = find_runs(manifest, run_ids)
     cards: list[QAScoreCard] = score_run.map(runs, unmapped(pool),
                                              unmapped(manifest.content_hash)).result()
+    record_score.map(cards).result()
+    publish_leaderboard(runs, cards, f"{manifest.pool_id}-v{manifest.version}")
     print(f"scored {len(cards)} runs on {manifest.pool_id} v{manifest.version}")
     return cards
 

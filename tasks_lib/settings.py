@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
+from typing import Any
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -57,9 +58,10 @@ class Settings(BaseSettings):
         description="OpenAI-compatible endpoint for every litellm call (a local server, a proxy).",
     )
     judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
-    storage_options: dict[str, str] = Field(
+    storage_options: dict[str, Any] = Field(
         default_factory=dict,
-        description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url.",
+        description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url "
+        'or nested s3fs options such as {"client_kwargs": {"region_name": "eu-west-1"}}.',
     )
 
 

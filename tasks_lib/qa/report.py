@@ -116,20 +116,28 @@ def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
     return buf.getvalue()
 
 
+@task(name="publish-leaderboard", task_run_name="publish-leaderboard-{name}")
+def publish_leaderboard(runs: list[QARun], cards: list[QAScoreCard], name: str
+                        ) -> list[LeaderboardRow]:
+    """The leaderboard of the scored runs as a Prefect table artifact."""
+    rows = leaderboard(runs, cards)
+    create_table_artifact(
+        key=artifact_key(f"leaderboard-{name}"),
+        table=[r.model_dump(exclude={"per_dataset"}) for r in rows],
+        description=f"Leaderboard of {name} (macro Pass@1, cost, Pareto frontier)",
+    )
+    return rows
+
+
 @task(name="write-report", task_run_name="write-report-{name}")
 def write_report(rows: list[LeaderboardRow], name: str) -> ReportFiles:
-    """Write CSV, markdown and PNG under ``reports/<name>/``; publish Prefect artifacts."""
+    """Write CSV, markdown and PNG under ``reports/<name>/``; a markdown artifact links them."""
     out = Storage.from_settings().child(f"reports/{name}")
     md = to_markdown(rows)
     files = ReportFiles(
         csv=out.write_text("leaderboard.csv", to_frame(rows).to_csv(index=False)),
         markdown=out.write_text("leaderboard.md", f"# Leaderboard — {name}\n\n{md}"),
         plot=out.write_bytes("cost_accuracy.png", plot_png(rows, f"Cost vs accuracy — {name}")),
-    )
-    create_table_artifact(
-        key=artifact_key(f"leaderboard-{name}"),
-        table=[{k: v for k, v in r.model_dump(exclude={"per_dataset"}).items()} for r in rows],
-        description=f"Leaderboard of {name}",
     )
     create_markdown_artifact(
         key=artifact_key(f"report-{name}"),

@@ -36,6 +36,12 @@ class QARun(Frozen):
     output_tokens: float | None = Field(description="Total output tokens (None if unknown).")
     cost_usd: float | None = Field(description="Total cost (None if any item's is unknown).")
     mean_time_s: float | None = Field(description="Mean seconds per answered item.")
+    turns: int = Field(description="Model calls over all items.")
+    wall_time_s: float = Field(description="Wall time of the execution.")
+
+
+CARD_KEY = f"scores/{EVALUATOR_VERSION.replace('/', '-')}.json"
+"""Where a run's QA score card is stored, below ``runs/<run_id>/``."""
 
 
 def _sum(values: list[float | None]) -> float | None:
@@ -45,7 +51,7 @@ def _sum(values: list[float | None]) -> float | None:
 
 @task(name="execute-agent", task_run_name="execute-{agent.agent_id}", **cached(**IO_RETRIES))
 def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int = 0) -> QARun:
-    """Run one agent over the pool's public view; store the submission and the ledger row."""
+    """Run one agent over the pool's public view; store the submission and run summary."""
     pool = load_pool(Storage(pool_url))
     if pool.manifest.content_hash != pool_hash:
         raise ValueError(f"pool at {pool_url} changed: expected {pool_hash}")
@@ -73,23 +79,29 @@ def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: in
         output_tokens=_sum([a.completion_tokens for a in answers]),
         cost_usd=total_cost(answers),
         mean_time_s=(_sum(times) or 0.0) / len(times) if _sum(times) is not None else None,
+        turns=sum(a.calls for a in answers), wall_time_s=time.perf_counter() - started,
     )
     run_store.write_json("run.json", run)
+    return run
+
+
+@task(name="record-run", task_run_name="record-run-{run.agent.agent_id}", **IO_RETRIES)
+def record_run(run: QARun, replicate: int = 0) -> None:
+    """Upsert the run's ledger row (never cached: a cache hit upstream still reaches the ledger)."""
     store.upsert_run(RunRow(
-        run_id=run_id, agent_id=agent.agent_id, task_id=run.pool_id, tier=Tier.STANDARD.value,
-        replicate=replicate, pool_id=run.pool_id, pool_version=run.pool_version,
-        status=RunStatus.COMPLETED.value, n_items=run.n_items,
-        turns=sum(a.calls for a in answers), wall_time_s=time.perf_counter() - started,
+        run_id=run.run_id, agent_id=run.agent.agent_id, task_id=run.pool_id,
+        tier=Tier.STANDARD.value, replicate=replicate, pool_id=run.pool_id,
+        pool_version=run.pool_version, status=RunStatus.COMPLETED.value, n_items=run.n_items,
+        turns=run.turns, wall_time_s=run.wall_time_s,
         input_tokens=None if run.input_tokens is None else int(run.input_tokens),
         output_tokens=None if run.output_tokens is None else int(run.output_tokens),
-        cost_usd=run.cost_usd, submission_url=url,
+        cost_usd=run.cost_usd, submission_url=run.submission_url,
     ))
-    return run
 
 
 @task(name="score-run", task_run_name="score-{run.agent.agent_id}", **cached())
 def score_run(run: QARun, pool_url: str, pool_hash: str) -> QAScoreCard:
-    """Pass@1 per dataset from the stored submission; append the score row (idempotent)."""
+    """Pass@1 per dataset from the stored submission; the card is stored beside the run."""
     pool = load_pool(Storage(pool_url))
     run_store = Storage.from_settings().child(f"runs/{run.run_id}")
     answers = [QAAnswer.model_validate(r) for r in run_store.read_jsonl("submission/answers.jsonl")]
@@ -100,11 +112,17 @@ def score_run(run: QARun, pool_url: str, pool_hash: str) -> QAScoreCard:
         per_dataset=per_dataset, accuracy_macro=macro(per_dataset),
         coverage=run.n_answered / run.n_items if run.n_items else 0.0, ignored_answers=ignored,
     )
-    key = f"scores/{EVALUATOR_VERSION.replace('/', '-')}.json"
-    card_url = run_store.write_json(key, card)
-    store.append_score(ScoreRow(
-        run_id=run.run_id, evaluator_version=EVALUATOR_VERSION, task_score=card.accuracy_macro,
-        metrics_json=store.dumps({ds: s.accuracy for ds, s in per_dataset.items()}),
-        card_url=card_url,
-    ))
+    run_store.write_json(CARD_KEY, card)
     return card
+
+
+@task(name="record-score", task_run_name="record-score-{card.agent_id}", **IO_RETRIES)
+def record_score(card: QAScoreCard) -> bool:
+    """Append the score row (idempotent per run and evaluator version; never cached)."""
+    url = Storage.from_settings().child(f"runs/{card.run_id}").url(CARD_KEY)
+    return store.append_score(ScoreRow(
+        run_id=card.run_id, evaluator_version=card.evaluator_version,
+        task_score=card.accuracy_macro,
+        metrics_json=store.dumps({ds: s.accuracy for ds, s in card.per_dataset.items()}),
+        card_url=url,
+    ))

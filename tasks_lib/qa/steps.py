@@ -55,6 +55,7 @@ class DatasetSource(NamedTuple):
     questions: str
     questions_digest: str
     train: str | None
+    stratify_field: str
 
 
 @task(name="resolve-card", task_run_name="resolve-card-{dataset}")
@@ -64,7 +65,7 @@ def resolve_card(dataset: str, source: str) -> DatasetSource:
     qa = qa_source(card)
     questions = resolve_data_path(qa.questions, source)
     train = resolve_data_path(qa.train, source) if qa.train else None
-    return DatasetSource(card, questions, file_digest(questions), train)
+    return DatasetSource(card, questions, file_digest(questions), train, qa.stratify_field)
 
 
 @task(name="ingest", task_run_name="ingest-{dataset}", **cached())

@@ -61,11 +61,34 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
             if score.n_answered == score.n_items:
                 assert score.accuracy == pytest.approx(direct[key])
 
+    _ledger_written_even_on_cache_hits(published.url, tmp_path, len(runs))
+
     files = report_qa(pool=published.url)
     root = Storage(files.csv.rsplit("/", 1)[0])
     csv = root.read_text("leaderboard.csv")
     assert csv.count("\n") == 14 and "acc_medqa" in csv
     assert root.read_bytes("cost_accuracy.png")[:4] == b"\x89PNG"
+
+
+def _ledger_written_even_on_cache_hits(pool: str, tmp_path: Path, n_runs: int) -> None:
+    """Cached execute/score steps are not re-run, yet a fresh ledger still gets every row."""
+    import os
+
+    from flows.execute import execute_qa
+    from flows.score import score_qa
+    from tasks_lib.settings import reset_settings
+
+    previous = os.environ["MEDFLOWS_LEDGER_URL"]
+    os.environ["MEDFLOWS_LEDGER_URL"] = f"sqlite:///{tmp_path / 'second-ledger.db'}"
+    reset_settings()
+    try:
+        runs = execute_qa(pool=pool, replay=HARD, replay_methods=["zero_shot", "cot"])
+        score_qa(pool=pool)
+        assert len(store.runs()) == n_runs
+        assert len(store.scores_for([r.run_id for r in runs])) == n_runs
+    finally:
+        os.environ["MEDFLOWS_LEDGER_URL"] = previous
+        reset_settings()
 
 
 def _paused_run_id(run_name: str, timeout: float = 120) -> str:
