@@ -66,6 +66,9 @@ class TaskSpec(Frozen):
     time_budget_s: int = Field(default=3600, gt=0, description="Wall-time budget per run.")
     policy: ScoringPolicy = Field(default_factory=ScoringPolicy,
                                   description="Scoring policy flags (imaging tracks).")
+    network: Literal["none", "host"] = Field(
+        default="none", description="Network of the agent's sandbox: none (default) or host for "
+        "tasks that need downloads. The evaluator never has a network.")
 
 
 def cards_dir(track: Track) -> Path:

@@ -23,7 +23,8 @@ from tasks_lib.harness.messages import ChatMessage, Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.scripted import scripted_policy
 from tasks_lib.harness.trace import TraceRecorder
-from tasks_lib.sandbox.base import SandboxBackend, agent_spec
+from tasks_lib.imaging.pool import load_task
+from tasks_lib.sandbox.base import NetworkPolicy, SandboxBackend, SandboxSpec, agent_spec
 from tasks_lib.sandbox.isolation import Violation
 from tasks_lib.settings import get_settings
 
@@ -152,6 +153,12 @@ def _status(outcome: LoopOutcome) -> RunStatus:
     return RunStatus.TIMEOUT if outcome.end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
 
 
+def agent_sandbox(plan: CellPlan) -> SandboxSpec:
+    """The agent's sandbox profile, with the network policy of the task card."""
+    network = NetworkPolicy(load_task(plan.task_id).network)
+    return agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden, network)
+
+
 def execute_cell(plan: CellPlan) -> Execution:
     """Run the agent in a fresh workspace; write ``conversation.json`` and ``trace.jsonl``."""
     if plan.run_dir.exists():
@@ -159,8 +166,7 @@ def execute_cell(plan: CellPlan) -> Execution:
     plan.workspace.mkdir(parents=True)
     policy = make_policy(plan)
     recorder = TraceRecorder(plan.run_dir)
-    sandbox = sandbox_class(plan.backend)(
-        agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden))
+    sandbox = sandbox_class(plan.backend)(agent_sandbox(plan))
     loop = AgentLoop(policy, sandbox, recorder, plan.limits)
     brief = (plan.pool_dir / "public" / "brief.md").read_text(encoding="utf-8")
     started = time.monotonic()
