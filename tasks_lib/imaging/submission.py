@@ -98,42 +98,42 @@ def load_image(data: bytes) -> np.ndarray:
         raise InvalidSubmissionError(f"unreadable NPY: {type(exc).__name__}: {exc}") from None
 
 
-def _inspect_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
+def _inspect_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
+                   judge: Callable[[CaseEntry, Any], FrameRow]) -> list[FrameRow]:
+    """One row per expected case: missing/unreadable files get their reason, the rest ``judge``."""
     rows = []
-    allowed = {0, *m.labels}
     for case in m.cases:
         got = _fetch(root, case)
         if isinstance(got, FrameRow):
             rows.append(got)
             continue
         try:
-            arr = load_label_map(got)
+            obj = load(got)
         except InvalidSubmissionError as exc:
             rows.append(FrameRow(case_id=case.case_id, expected=True, present=True,
                                  reason=str(exc)))
             continue
+        rows.append(judge(case, obj))
+    return rows
+
+
+def _inspect_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
+    allowed = {0, *m.labels}
+
+    def judge(case: CaseEntry, arr: Any) -> FrameRow:
         fin = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
         values_ok = set(np.unique(fin).tolist()) <= allowed
-        rows.append(_array_row(case, arr, arr.dtype.str[1:] in INT_DTYPES, values_ok,
-                               "integer label map expected"))
-    return rows
+        return _array_row(case, arr, arr.dtype.str[1:] in INT_DTYPES, values_ok,
+                          "integer label map expected")
+
+    return _inspect_cases(root, m, load_label_map, judge)
 
 
 def _inspect_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
-    rows = []
-    for case in m.cases:
-        got = _fetch(root, case)
-        if isinstance(got, FrameRow):
-            rows.append(got)
-            continue
-        try:
-            arr = load_image(got)
-        except InvalidSubmissionError as exc:
-            rows.append(FrameRow(case_id=case.case_id, expected=True, present=True,
-                                 reason=str(exc)))
-            continue
-        rows.append(_array_row(case, arr, arr.dtype.kind == "f", True, "float image expected"))
-    return rows
+    def judge(case: CaseEntry, arr: Any) -> FrameRow:
+        return _array_row(case, arr, arr.dtype.kind == "f", True, "float image expected")
+
+    return _inspect_cases(root, m, load_image, judge)
 
 
 def parse_boxes(data: bytes) -> dict[str, list[Any]]:
@@ -167,24 +167,16 @@ def box_problem(obj: dict[str, list[Any]], w: int, h: int, classes: set[int]) ->
 
 
 def _inspect_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
-    rows, classes = [], set(m.classes)
-    for case in m.cases:
-        got = _fetch(root, case)
-        if isinstance(got, FrameRow):
-            rows.append(got)
-            continue
-        try:
-            obj = parse_boxes(got)
-        except InvalidSubmissionError as exc:
-            rows.append(FrameRow(case_id=case.case_id, expected=True, present=True,
-                                 reason=str(exc)))
-            continue
+    classes = set(m.classes)
+
+    def judge(case: CaseEntry, obj: Any) -> FrameRow:
         h, w = case.shape
         col, why = box_problem(obj, w, h, classes)
-        rows.append(FrameRow(case_id=case.case_id, expected=True, present=True, readable=True,
-                             boxes_ok=col != "boxes", finite=col != "finite",
-                             values_ok=col != "values", reason=why))
-    return rows
+        return FrameRow(case_id=case.case_id, expected=True, present=True, readable=True,
+                        boxes_ok=col != "boxes", finite=col != "finite",
+                        values_ok=col != "values", reason=why)
+
+    return _inspect_cases(root, m, parse_boxes, judge)
 
 
 def read_text_table(root: Path, name: str, key: str, value: str) -> list[tuple[str, str]]:
