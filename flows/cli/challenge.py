@@ -2,45 +2,23 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import wraps
 from pathlib import Path
-from typing import Any, TypeVar
 
 import typer
 
 from evaluators.ranking import RankingInputError, round_half_up
-from evaluators.registry import UnknownNameError
-from flows.cli.groups import app, fail
-from tasks_lib.errors import InputDataError, InvalidSubmissionError
+from flows.cli.groups import app, fail, user_errors
 
 challenge_app = typer.Typer(no_args_is_help=True,
                             help="Challenge track (ReX-MLE): leaderboard ranking, grading, judge.")
 app.add_typer(challenge_app, name="challenge")
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def user_errors(fn: F) -> F:
-    """Turn bad-input errors into one clear line on stderr and exit code 2."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (InputDataError, UnknownNameError, RankingInputError,
-                InvalidSubmissionError) as exc:
-            raise fail(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
 
 def _pct(value: float) -> str:
     return f"{round_half_up(value * 100, 1):.1f} %"
 
 
 @challenge_app.command("list")
-@user_errors
+@user_errors(RankingInputError)
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the challenge cards with their ranked metrics."""
     import json
@@ -59,7 +37,7 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
 
 
 @challenge_app.command("rank")
-@user_errors
+@user_errors(RankingInputError)
 def rank_cmd(
     challenge: str = typer.Option(..., help="Challenge id (see `medflows challenge list`)."),
     metrics_json: str = typer.Option(None, help='JSON object {"<leaderboard column>": value}.'),
@@ -83,7 +61,7 @@ def rank_cmd(
 
 
 @challenge_app.command("benchmark-rank")
-@user_errors
+@user_errors(RankingInputError)
 def benchmark_rank_cmd(
     results: Path = typer.Option(..., help='JSON list of {"challenge", "metrics" | "failed"}.'),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
@@ -103,7 +81,7 @@ def benchmark_rank_cmd(
 
 
 @challenge_app.command("judge")
-@user_errors
+@user_errors(RankingInputError)
 def judge_cmd(
     trace: Path = typer.Option(..., help="conversation.json of a run, or a plain-text trace."),
     challenge: str = typer.Option(..., help="Challenge id the run attempted."),
@@ -130,7 +108,7 @@ def judge_cmd(
 
 
 @challenge_app.command("capability")
-@user_errors
+@user_errors(RankingInputError)
 def capability_cmd(
     runs: list[Path] = typer.Argument(..., help="JSON files written by `challenge judge --out`."),
     by: str = typer.Option("agent", help="agent | challenge."),
@@ -155,7 +133,7 @@ def capability_cmd(
 
 
 @challenge_app.command("grade")
-@user_errors
+@user_errors(RankingInputError)
 def grade_cmd(
     challenge: str = typer.Option(..., help="Challenge id (a gradable card)."),
     submission: Path = typer.Option(..., help="Folder with submission.csv and its files."),

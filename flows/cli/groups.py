@@ -2,7 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import wraps
+from pathlib import Path
+from typing import Any, TypeVar
+
 import typer
+
+from evaluators.registry import UnknownNameError
+from tasks_lib.errors import InputDataError, InvalidSubmissionError
+
+F = TypeVar("F", bound=Callable[..., Any])
+USER_ERRORS: tuple[type[Exception], ...] = (InputDataError, UnknownNameError,
+                                            InvalidSubmissionError)
+"""Errors that are the user's input, not our bug: one line on stderr, exit code 2."""
 
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="medflows: build medical-AI benchmarks, run agents, score offline.")
@@ -32,3 +45,25 @@ def split_list(value: str | None) -> list[str] | None:
     if not value:
         return None
     return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def user_errors(*extra: type[Exception]) -> Callable[[F], F]:
+    """Decorate a command so :data:`USER_ERRORS` (and ``extra``) end it with ``error: …``."""
+    caught = (*USER_ERRORS, *extra)
+
+    def deco(fn: F) -> F:
+        @wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return fn(*args, **kwargs)
+            except caught as exc:
+                raise fail(str(exc)) from None
+
+        return wrapper  # type: ignore[return-value]
+
+    return deco
+
+
+def location(path: str) -> str:
+    """Absolute path for a local folder or file (flows may run elsewhere); URLs unchanged."""
+    return path if "://" in path else str(Path(path).resolve())

@@ -7,13 +7,8 @@ from pathlib import Path
 
 import typer
 
-from flows.cli.groups import app, build_app, score_app
-from flows.cli.qa import user_errors
+from flows.cli.groups import app, build_app, location, score_app, user_errors
 from tasks_lib.imaging.baselines import BaselineKind
-
-
-def _url(path: str) -> str:
-    return path if "://" in path else str(Path(path).resolve())
 
 
 def ensure_pool(task_id: str, pool: str | None) -> str:
@@ -21,14 +16,14 @@ def ensure_pool(task_id: str, pool: str | None) -> str:
     from flows.construct import construct_imaging
     from tasks_lib.imaging.pool import default_pool_url, pool_exists
 
-    url = _url(pool) if pool else default_pool_url(task_id)
+    url = location(pool) if pool else default_pool_url(task_id)
     if not pool_exists(url):
         construct_imaging(task_id, url)
     return url
 
 
 @build_app.command("imaging")
-@user_errors
+@user_errors()
 def build_imaging(
     task: str = typer.Option(..., "--task", help="Imaging task id (see datasets/<track>/)."),
     out: str = typer.Option(None, help="Pool root folder/URL (default in the storage root)."),
@@ -38,12 +33,12 @@ def build_imaging(
     from tasks_lib.imaging.pool import default_pool_url, load_task
 
     load_task(task)
-    manifest = construct_imaging(task, _url(out) if out else default_pool_url(task))
+    manifest = construct_imaging(task, location(out) if out else default_pool_url(task))
     typer.echo(json.dumps({"task_id": task, "manifest": manifest}, indent=2))
 
 
 @score_app.command("submission")
-@user_errors
+@user_errors()
 def score_submission_cmd(
     task: str = typer.Option(..., "--task", help="Imaging task id."),
     submission: str = typer.Option(..., help="Submission folder."),
@@ -67,7 +62,7 @@ def score_submission_cmd(
 
 
 @app.command("baseline")
-@user_errors
+@user_errors()
 def baseline_cmd(
     task: str = typer.Option(..., "--task", help="Imaging task id."),
     kind: BaselineKind = typer.Option(..., help="perfect | empty | constant | classical."),

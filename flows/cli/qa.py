@@ -3,50 +3,25 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from functools import wraps
-from pathlib import Path
-from typing import Any, TypeVar
 
 import typer
 
-from evaluators.registry import UnknownNameError
 from flows.cli.groups import (
     app,
     build_app,
     execute_app,
-    fail,
+    location,
     qa_app,
     report_app,
     score_app,
     split_list,
+    user_errors,
 )
 from tasks_lib.domain import SelectionRule, Track
-from tasks_lib.errors import InputDataError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def user_errors(fn: F) -> F:
-    """Turn bad-input errors into one clear line on stderr and exit code 2."""
-
-    @wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        try:
-            return fn(*args, **kwargs)
-        except (InputDataError, UnknownNameError) as exc:
-            raise fail(str(exc)) from None
-
-    return wrapper  # type: ignore[return-value]
-
-
-def _url(path: str) -> str:
-    """Absolute path for local folders (flows may run elsewhere); URLs unchanged."""
-    return path if "://" in path else str(Path(path).resolve())
 
 
 @build_app.command("qa")
-@user_errors
+@user_errors()
 def build_qa(
     source: str = typer.Option(None, help="Folder with questions/ and predictions/ "
                                "(default <data root>/medagentsbench)."),
@@ -73,14 +48,14 @@ def build_qa(
     for dataset in split_list(datasets) or []:
         load_card(Track.QA, dataset)
     if predictions:
-        load_predictions(_url(predictions), split_list(models))
+        load_predictions(location(predictions), split_list(models))
 
     published = construct_qa(
-        pool_id=pool_id, datasets=split_list(datasets), source=_url(source) if source else None,
-        predictions=_url(predictions) if predictions else None, models=split_list(models),
+        pool_id=pool_id, datasets=split_list(datasets), source=location(source) if source else None,
+        predictions=location(predictions) if predictions else None, models=split_list(models),
         select=select, per_dataset=per_dataset, threshold=threshold, seed=seed, meld=meld,
         meld_models=split_list(meld_models), meld_threshold=meld_threshold,
-        auto_approve=auto_approve, out=_url(out) if out else None,
+        auto_approve=auto_approve, out=location(out) if out else None,
     )
     m = published.manifest
     typer.echo(json.dumps({
@@ -91,7 +66,7 @@ def build_qa(
 
 
 @qa_app.command("replay")
-@user_errors
+@user_errors()
 def qa_replay(
     predictions: str = typer.Option(..., help="Recorded predictions CSV (.csv or .csv.gz)."),
     pool: str = typer.Option(None, help="Pool root: score only its items, against its answers."),
@@ -105,7 +80,7 @@ def qa_replay(
     from tasks_lib.storage import Storage
 
     frame = load_predictions(predictions)
-    refs = load_pool(Storage(_url(pool))).references if pool else card_references(source)
+    refs = load_pool(Storage(location(pool))).references if pool else card_references(source)
     summary = replay_accuracy(frame, refs)
     if summary.unmatched_rows:
         typer.echo(f"note: {summary.unmatched_rows} prediction rows name items that are not "
@@ -121,7 +96,7 @@ def qa_replay(
 
 
 @execute_app.command("qa")
-@user_errors
+@user_errors()
 def execute_qa_cmd(
     pool: str = typer.Option(..., help="Pool root."),
     agents: str = typer.Option(None, help="Comma-separated catalog agent ids."),
@@ -132,8 +107,8 @@ def execute_qa_cmd(
     """Run agents on a pool (execute DAG)."""
     from flows.execute import execute_qa
 
-    runs = execute_qa(pool=_url(pool), agents=split_list(agents),
-                      replay=_url(replay) if replay else None,
+    runs = execute_qa(pool=location(pool), agents=split_list(agents),
+                      replay=location(replay) if replay else None,
                       replay_models=split_list(replay_models),
                       replay_methods=split_list(replay_methods))
     typer.echo(json.dumps([{"run_id": r.run_id, "agent_id": r.agent.agent_id,
@@ -142,27 +117,27 @@ def execute_qa_cmd(
 
 
 @score_app.command("qa")
-@user_errors
+@user_errors()
 def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
     """Score every stored run on a pool (score DAG); prints macro accuracy per run."""
     from flows.score import score_qa
 
-    cards = score_qa(pool=_url(pool))
+    cards = score_qa(pool=location(pool))
     typer.echo(json.dumps([{"run_id": c.run_id, "agent_id": c.agent_id,
                             "accuracy_macro": c.accuracy_macro} for c in cards], indent=2))
 
 
 @report_app.command("qa")
-@user_errors
+@user_errors()
 def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
     """Write the leaderboard, Pareto frontier and plot of a pool's scored runs."""
     from flows.report import report_qa
 
-    typer.echo(report_qa(pool=_url(pool)).model_dump_json(indent=2))
+    typer.echo(report_qa(pool=location(pool)).model_dump_json(indent=2))
 
 
 @app.command("demo")
-@user_errors
+@user_errors()
 def demo(per_dataset: int = typer.Option(100, min=1, help="Hard items per dataset.")) -> None:
     """Build the hard pool from real questions, replay recorded agents, score, report."""
     from flows.pipeline import qa_benchmark

@@ -7,10 +7,8 @@ from typing import Any
 
 import typer
 
-from evaluators.registry import UnknownNameError
-from flows.cli.groups import app, fail, split_list
+from flows.cli.groups import app, fail, split_list, user_errors
 from tasks_lib.domain import Tier
-from tasks_lib.errors import InputDataError
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
 
@@ -18,10 +16,8 @@ run_app = typer.Typer(no_args_is_help=True,
                       help="Run research agents in sandboxes and score them (S1–S5).")
 app.add_typer(run_app, name="run")
 
-USER_ERRORS = (InputDataError, UnknownNameError, SandboxUnavailableError)
-
-
 @run_app.command("cell")
+@user_errors(SandboxUnavailableError)
 def run_cell_cmd(
     agent: str = typer.Option(..., help="Agent id from datasets/agents.yaml."),
     task: str = typer.Option(..., help="Imaging task id (pool built if missing)."),
@@ -35,11 +31,8 @@ def run_cell_cmd(
     """Run one evaluation cell end to end (execute, then score) and print its ledger row."""
     from flows.execute import run_cell
 
-    try:
-        report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
-                          replicate=replicate, judge_model=judge_model)
-    except USER_ERRORS as exc:
-        raise fail(str(exc)) from None
+    report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
+                      replicate=replicate, judge_model=judge_model)
     if as_json:
         typer.echo(report.model_dump_json(indent=2))
         return
@@ -49,6 +42,7 @@ def run_cell_cmd(
 
 
 @run_app.command("matrix")
+@user_errors(SandboxUnavailableError)
 def run_matrix_cmd(
     agents: str = typer.Option(..., help="Comma-separated agent ids."),
     tasks: str = typer.Option(..., help="Comma-separated imaging task ids."),
@@ -72,13 +66,10 @@ def run_matrix_cmd(
         raise fail(str(exc)) from None
     runner: ThreadPoolTaskRunner[Any] = ThreadPoolTaskRunner(max_workers=concurrency)
     flow = run_matrix.with_options(task_runner=runner)  # type: ignore[arg-type]
-    try:
-        result = flow(matrix_id=matrix_id or time.strftime("%Y%m%dT%H%M%S"),
-                      agents=split_list(agents) or [], tasks=split_list(tasks) or [],
-                      tiers=tier_list, replicates=replicates, sandbox=sandbox.value,
-                      judge_model=judge_model)
-    except USER_ERRORS as exc:
-        raise fail(str(exc)) from None
+    result = flow(matrix_id=matrix_id or time.strftime("%Y%m%dT%H%M%S"),
+                  agents=split_list(agents) or [], tasks=split_list(tasks) or [],
+                  tiers=tier_list, replicates=replicates, sandbox=sandbox.value,
+                  judge_model=judge_model)
     if as_json:
         typer.echo(result.model_dump_json(indent=2))
         return
