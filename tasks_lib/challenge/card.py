@@ -7,7 +7,6 @@ directions, how each metric is graded from a submission folder, and the submissi
 from __future__ import annotations
 
 from enum import StrEnum
-from pathlib import Path
 
 import yaml
 from pydantic import Field, ValidationError, model_validator
@@ -16,7 +15,7 @@ from evaluators.metrics import Direction
 from evaluators.registry import UnknownNameError
 from tasks_lib.domain import Frozen, Tier, Track
 from tasks_lib.errors import InputDataError
-from tasks_lib.settings import get_settings
+from tasks_lib.taskspec import cards_dir, list_cards
 
 
 class ChallengeType(StrEnum):
@@ -152,20 +151,14 @@ class ChallengeCard(Frozen):
         return all(m.grading is not None for m in self.metrics)
 
 
-def cards_dir() -> Path:
-    """Folder holding the challenge cards."""
-    return get_settings().datasets_dir / Track.CHALLENGE.value
-
-
 def list_challenges() -> list[str]:
     """Ids of the shipped challenge cards, sorted."""
-    root = cards_dir()
-    return sorted(p.parent.name for p in root.glob("*/task.yaml")) if root.is_dir() else []
+    return list_cards(Track.CHALLENGE)
 
 
 def load_challenge(challenge_id: str) -> ChallengeCard:
     """Load and schema-check one card; an unknown id fails with the known ids."""
-    path = cards_dir() / challenge_id / "task.yaml"
+    path = cards_dir(Track.CHALLENGE) / challenge_id / "task.yaml"
     if not path.is_file():
         raise UnknownNameError("challenge", challenge_id, list_challenges())
     try:
