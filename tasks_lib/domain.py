@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict
 
 
 class Frozen(BaseModel):
@@ -58,12 +58,3 @@ class SelectionRule(StrEnum):
 
     FIRST = "first"
     STRATIFIED = "stratified"
-
-
-class RunKey(Frozen):
-    """Identity of one run."""
-
-    agent_id: str = Field(description="Agent catalog id, e.g. 'gpt-4o@cot' or 'scripted-baseline'.")
-    task_id: str = Field(description="Task (or pool) the run was made on.")
-    tier: Tier = Field(description="Scaffolding tier of the brief.")
-    run_id: str = Field(description="Unique id of this run (deterministic for replays).")

@@ -17,7 +17,6 @@ import posixpath
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-import fsspec
 import numpy as np
 import zarr
 from fsspec.core import url_to_fs
@@ -160,8 +159,3 @@ class Storage:
 
     def __repr__(self) -> str:
         return f"Storage({self.root_url!r})"
-
-
-def open_url(url: str, mode: str = "rb") -> Any:
-    """Open any fsspec URL (used for files named on the command line)."""
-    return fsspec.open(url, mode).open()
