@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 
-from tasks_lib.qa.types import PHIType
+from tasks_lib.qa.types import PHIType, QAItem
 
 _MONTHS = (
     r"(?:Jan(?:uary)?|Feb(?:ruary)?|Mar(?:ch)?|Apr(?:il)?|May|June?|July?|Aug(?:ust)?|"
@@ -102,3 +102,22 @@ def scrub(text: str) -> tuple[str, Counter[PHIType]]:
         if n:
             counts[kind] += n
     return text, counts
+
+
+def scrub_item(item: QAItem) -> tuple[QAItem, Counter[PHIType]]:
+    """Scrub question, options and answer of an item.
+
+    Returns:
+        The scrubbed item and replacements per type (the answer repeats an option's text, so it
+        is not counted again).
+    """
+    total: Counter[PHIType] = Counter()
+    question, counts = scrub(item.question)
+    total += counts
+    options = {}
+    for letter, text in item.options.items():
+        options[letter], counts = scrub(text)
+        total += counts
+    answer, _ = scrub(item.answer)
+    return item.model_copy(update={"question": question, "options": options,
+                                   "answer": answer}), total

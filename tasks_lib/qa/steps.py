@@ -86,18 +86,10 @@ def deidentify(dataset: str, items: list[QAItem]) -> Deidentified:
     """Scrub PHI from question, options and answer text; count replacements per item and type."""
     out, records = [], []
     for it in items:
-        total: Counter[PHIType] = Counter()
-        question, c = deid.scrub(it.question)
-        total += c
-        options = {}
-        for letter, text in it.options.items():
-            options[letter], c = deid.scrub(text)
-            total += c
-        answer, _ = deid.scrub(it.answer)  # same text as an option: counted there
-        out.append(it.model_copy(update={"question": question, "options": options,
-                                         "answer": answer}))
-        if total:
-            records.append(DeidRecord(key=it.key, counts=dict(total)))
+        scrubbed, counts = deid.scrub_item(it)
+        out.append(scrubbed)
+        if counts:
+            records.append(DeidRecord(key=it.key, counts=dict(counts)))
     return Deidentified(out, records)
 
 
@@ -154,16 +146,7 @@ def select_exemplars(dataset: str, train: str | None, test_items: list[QAItem],
     """First ``n`` train items; without a train file, the first ``n`` test items not in the pool."""
     source = read_questions(dataset, train).items if train else test_items
     chosen = [it for it in source if it.key not in pool_keys][:n]
-    return [exemplar(deid_item) for deid_item in _scrubbed(chosen)]
-
-
-def _scrubbed(items: list[QAItem]) -> list[QAItem]:
-    out = []
-    for it in items:
-        options = {k: deid.scrub(v)[0] for k, v in it.options.items()}
-        out.append(it.model_copy(update={"question": deid.scrub(it.question)[0],
-                                         "options": options}))
-    return out
+    return [exemplar(deid.scrub_item(it)[0]) for it in chosen]
 
 
 class DatasetBuild(NamedTuple):
