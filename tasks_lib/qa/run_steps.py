@@ -17,7 +17,7 @@ from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import RunRow, ScoreRow
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.pool import load_pool
-from tasks_lib.qa.runner import QAAnswer, run_agent, run_id_for, total_cost
+from tasks_lib.qa.runner import QAAnswer, known_sum, run_agent, run_id_for, total_cost
 from tasks_lib.qa.scoring import EVALUATOR_VERSION, QAScoreCard, macro, score_answers
 from tasks_lib.storage import Storage
 
@@ -44,11 +44,6 @@ CARD_KEY = f"scores/{EVALUATOR_VERSION.replace('/', '-')}.json"
 """Where a run's QA score card is stored, below ``runs/<run_id>/``."""
 
 
-def _sum(values: list[float | None]) -> float | None:
-    return None if not values or any(v is None for v in values) else float(
-        sum(v for v in values if v is not None))
-
-
 @task(name="execute-agent", task_run_name="execute-{agent.agent_id}", **cached(**IO_RETRIES))
 def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int = 0) -> QARun:
     """Run one agent over the pool's public view; store the submission and run summary."""
@@ -70,15 +65,15 @@ def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: in
     answers = run_agent(agent, pool.items, pool.exemplars, price_snapshot(), progress=progress)
     run_store = Storage.from_settings().child(f"runs/{run_id}")
     url = run_store.write_jsonl("submission/answers.jsonl", answers)
-    times = [a.time_s for a in answers]
+    total_time = known_sum(a.time_s for a in answers)
     run = QARun(
         run_id=run_id, agent=agent, pool_id=pool.manifest.pool_id,
         pool_version=pool.manifest.version, submission_url=url, n_items=len(pool.items),
         n_answered=len({a.key for a in answers}),
-        input_tokens=_sum([a.prompt_tokens for a in answers]),
-        output_tokens=_sum([a.completion_tokens for a in answers]),
+        input_tokens=known_sum(a.prompt_tokens for a in answers),
+        output_tokens=known_sum(a.completion_tokens for a in answers),
         cost_usd=total_cost(answers),
-        mean_time_s=(_sum(times) or 0.0) / len(times) if _sum(times) is not None else None,
+        mean_time_s=None if total_time is None else total_time / len(answers),
         turns=sum(a.calls for a in answers), wall_time_s=time.perf_counter() - started,
     )
     run_store.write_json("run.json", run)

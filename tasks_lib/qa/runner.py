@@ -123,9 +123,14 @@ def run_agent(
     raise ValueError(f"harness {agent.harness} cannot run QA pools")
 
 
-def total_cost(answers: Iterable[QAAnswer]) -> float | None:
-    """Sum of item costs; None when any answered item's cost is unknown (never a silent 0)."""
-    costs = [a.cost_usd for a in answers]
-    if not costs or any(c is None for c in costs):
+def known_sum(values: Iterable[float | None]) -> float | None:
+    """Sum of the values; None when there are none or any is unknown (never a silent 0)."""
+    known = list(values)
+    if not known or any(v is None for v in known):
         return None
-    return float(sum(c for c in costs if c is not None))
+    return float(sum(v for v in known if v is not None))
+
+
+def total_cost(answers: Iterable[QAAnswer]) -> float | None:
+    """Sum of item costs; None when any answered item's cost is unknown."""
+    return known_sum(a.cost_usd for a in answers)
