@@ -118,3 +118,13 @@ def construct_imaging(task_id: str, out: str | None = None) -> str:
     print(f"built {task_id}: {len(manifest.cases)} cases, header fields cleared "
           f"{manifest.deid.fields_cleared or 'none'}")
     return f"{pool_url.rstrip('/')}/manifest.json"
+
+
+def ensure_imaging_pool(task_id: str, pool: str | None = None) -> str:
+    """URL of the task's pool (``pool`` or the default one), built by construct if absent."""
+    from tasks_lib.imaging.pool import default_pool_url, pool_exists
+
+    url = pool or default_pool_url(task_id)
+    if not pool_exists(url):
+        construct_imaging(task_id, url)
+    return url

@@ -55,16 +55,14 @@ def execute_qa(
 
 def _pool_dir(task_id: str) -> str:
     """Local folder of the task's default pool, built (construct DAG subflow) if missing."""
-    from flows.construct import construct_imaging
-    from tasks_lib.imaging.pool import default_pool_url, pool_exists
+    from flows.construct import ensure_imaging_pool
+    from tasks_lib.imaging.pool import default_pool_url
 
     url = default_pool_url(task_id)
     if "://" in url.removeprefix("file://"):
         raise InputDataError(url, "research cells mount pools into sandboxes: set "
                                   "MEDFLOWS_STORAGE_URL to a local folder")
-    if not pool_exists(url):
-        construct_imaging(task_id, url)
-    return url.removeprefix("file://")
+    return ensure_imaging_pool(task_id, url).removeprefix("file://")
 
 
 @flow(name="run-cell", flow_run_name="cell-{agent_id}-{task_id}-{tier}-r{replicate}",

@@ -32,14 +32,12 @@ def score_submission(task_id: str, submission: str, pool: str | None = None,
     validate (GX) → per-case metrics (Dask for volumes) → dataset metrics → policy, S4/S5 → store
     → ledger (when ``run_id`` names a run already in the ledger).
     """
-    from flows.construct import construct_imaging
+    from flows.construct import ensure_imaging_pool
     from tasks_lib.imaging import steps as imaging
-    from tasks_lib.imaging.pool import default_pool_url, load_task, pool_exists
+    from tasks_lib.imaging.pool import load_task
 
     card = load_task(task_id)
-    pool_url = pool or default_pool_url(task_id)
-    if not pool_exists(pool_url):
-        construct_imaging(task_id, pool_url)
+    pool_url = ensure_imaging_pool(task_id, pool)
     manifest = imaging.load_manifest(pool_url)
     rows = imaging.inspect(submission, manifest)
     validation = imaging.validate(card.track.value, rows)

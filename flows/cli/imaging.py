@@ -12,14 +12,10 @@ from tasks_lib.imaging.baselines import BaselineKind
 
 
 def ensure_pool(task_id: str, pool: str | None) -> str:
-    """The pool URL, building it (construct DAG) when no manifest exists there yet."""
-    from flows.construct import construct_imaging
-    from tasks_lib.imaging.pool import default_pool_url, pool_exists
+    """The pool URL (``--pool`` or the default), built by the construct DAG if absent."""
+    from flows.construct import ensure_imaging_pool
 
-    url = location(pool) if pool else default_pool_url(task_id)
-    if not pool_exists(url):
-        construct_imaging(task_id, url)
-    return url
+    return ensure_imaging_pool(task_id, location(pool) if pool else None)
 
 
 @build_app.command("imaging")
