@@ -16,19 +16,18 @@ import yaml
 
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.metrics import METRICS
-from tasks_lib.challenge.card import (
-    Aggregate,
-    ChallengeCard,
-    ChallengeMetric,
-    ChallengeType,
-    FileFormat,
-    Grading,
-    GradingScope,
-    SubmissionLayout,
-)
 from tasks_lib.challenge.leaderboard import metric_columns_of
 from tasks_lib.domain import Track
 from tasks_lib.settings import get_settings
+from tasks_lib.sources import ChallengeSource, ChallengeType, FileFormat, SubmissionLayout
+from tasks_lib.taskspec import (
+    Aggregate,
+    Grading,
+    GradingScope,
+    IOContract,
+    MetricRef,
+    TaskSpec,
+)
 
 PRIMARY = {"seg_a": "dsc_50pc", "topcow-track1-task2": "iou", "topcow-track2-task2": "iou"}
 
@@ -129,7 +128,7 @@ def _layout(challenge_id: str, kind: ChallengeType) -> SubmissionLayout:
                     "case); CSV only.")
 
 
-def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> ChallengeCard:
+def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> TaskSpec:
     """One card from the challenge's leaderboard, metric_config.json and challenges.json entry."""
     folder = root / "rexmle" / challenge_id
     directions = json.loads((folder / "metric_config.json").read_text())["metric_directions"]
@@ -137,8 +136,15 @@ def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> Challe
     grading = GRADING.get(challenge_id, {})
     for g in grading.values():
         METRICS.get(g.evaluator)
-    metrics = [ChallengeMetric(name=c, direction=directions[c].split("_")[0],
-                               grading=grading.get(c)) for c in columns]
+    primary = PRIMARY.get(challenge_id, columns[0])
+    metrics = [MetricRef(name=c, primary=c == primary, grading=grading.get(c),
+                         direction=None if c in grading else directions[c].split("_")[0])
+               for c in columns]
+    for m in metrics:
+        if m.grading and METRICS.get(m.grading.evaluator).direction != directions[m.name].split(
+                "_")[0]:
+            raise ValueError(f"{challenge_id}/{m.name}: leaderboard direction differs from "
+                             f"{m.grading.evaluator}'s")
     unranked = [m for m in directions if m not in columns]
     notes = [f"metric_config.json also lists {', '.join(unranked)}, which the public "
              "leaderboard does not report; they are not ranked."] if unranked else []
@@ -149,16 +155,20 @@ def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> Challe
     notes += EXTRA_NOTES.get(challenge_id, [])
     kind = ChallengeType(str(meta["competition_type"]))
     n_rows = len(pd.read_csv(folder / "leaderboard.csv"))
-    return ChallengeCard(
+    layout = _layout(challenge_id, kind)
+    return TaskSpec(
         task_id=challenge_id, track=Track.CHALLENGE, title=str(meta["name"]),
         description=(f"{meta['name']} ({meta['year']}): {kind.value.replace('_', ' ')} on "
                      f"{meta['modality']}. A submission is placed among the top {n_rows} human "
                      "entries of the public leaderboard, metric by metric."),
-        url=str(meta["url"]), year=int(str(meta["year"])), modality=str(meta["modality"]),
-        task_type=kind, license="Set by the challenge organisers (see url); data not shipped.",
-        leaderboard=f"rexmle/{challenge_id}/leaderboard.csv", metrics=metrics,
-        primary_metric=PRIMARY.get(challenge_id, columns[0]),
-        submission=_layout(challenge_id, kind), notes=notes,
+        license="Set by the challenge organisers (see url); data not shipped.",
+        source=ChallengeSource(
+            kind="rexmle_challenge", url=str(meta["url"]), year=int(str(meta["year"])),
+            modality=str(meta["modality"]), task_type=kind,
+            leaderboard=f"rexmle/{challenge_id}/leaderboard.csv", submission=layout),
+        io=IOContract(inputs="The challenge's test images (data not shipped; see url).",
+                      outputs=layout.description),
+        metrics=metrics, notes=notes, time_budget_s=86400,
     )
 
 
@@ -170,7 +180,10 @@ def main() -> None:
         card = build_card(settings.data_root, challenge_id, meta[challenge_id])
         out = settings.datasets_dir / Track.CHALLENGE.value / challenge_id / "task.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
-        data = card.model_dump(mode="json", exclude_none=True)
+        data = card.model_dump(mode="json", exclude_none=True,
+                               exclude={"policy", "network"})
+        data["metrics"] = [{k: v for k, v in m.items() if k != "primary" or v}
+                           for m in data["metrics"]]
         out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
         print(f"wrote {out.relative_to(settings.datasets_dir.parent)}")
 

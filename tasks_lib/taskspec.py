@@ -1,47 +1,94 @@
-"""Task cards: ``datasets/<track>/<task_id>/task.yaml``, schema-checked on load (data only)."""
+"""Task cards: ``datasets/<track>/<task_id>/task.yaml``, one schema for every track (data only).
+
+A card names its data source, IO contract, metrics (references into the metric registry, which
+states each metric's direction and edge conventions once), tiers and time budget. QA datasets,
+generated imaging tasks and ReX-MLE challenges are all ``TaskSpec``s; what a track *does* with a
+card lives in its kit (``tasks_lib/tracks/``).
+"""
 
 from __future__ import annotations
 
+from enum import StrEnum
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Any, Literal
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
-from evaluators.registry import UnknownNameError
-from tasks_lib.domain import Frozen, Tier, Track
-from tasks_lib.errors import InputDataError
-from tasks_lib.imaging.sources import (
-    KSpaceSuperResSource,
-    LesionSliceSource,
-    LowDoseCTSource,
-    MNITissueSource,
-    ScoringPolicy,
-)
+import evaluators.catalog  # noqa: F401  (registers every metric)
+from evaluators.core import Frozen, InputDataError, Tier, Track, UnknownNameError
+from evaluators.metrics import METRICS, Direction, MetricSpec
 from tasks_lib.settings import get_settings
+from tasks_lib.sources import ChallengeSource, ScoringPolicy, Source
 
 
-class QASource(Frozen):
-    """Where a multiple-choice QA dataset's questions come from."""
+class GradingScope(StrEnum):
+    """Whether a metric is computed per case and aggregated, or once over all cases."""
 
-    kind: Literal["qa_jsonl"] = Field(description="Source type discriminator.")
-    questions: str = Field(
-        description="JSONL in the shared schema: relative to the source folder (default "
-        "<data root>/medagentsbench), absolute, or a URL."
+    PER_CASE = "per_case"
+    WHOLE_SET = "whole_set"
+
+
+class Aggregate(StrEnum):
+    """How per-case values become the task value."""
+
+    MEAN = "mean"
+    MEDIAN = "median"
+
+
+class Grading(Frozen):
+    """How a leaderboard column is computed from a challenge submission by a registered metric."""
+
+    evaluator: str = Field(description="Registered metric name (evaluators.metrics.METRICS).")
+    scope: GradingScope = Field(description="Per case then aggregated, or once over the set.")
+    aggregate: Aggregate = Field(default=Aggregate.MEAN, description="Per-case aggregation.")
+    columns: list[str] | None = Field(
+        default=None,
+        description="Whole-set value metrics: the value columns it receives (default: the "
+        "first); several columns arrive as a cases × columns array.",
     )
-    train: str | None = Field(
-        default=None, description="Optional train JSONL (few-shot exemplars), same conventions."
-    )
-    stratify_field: str = Field(
-        default="meta_info", description="Item field used for stratified selection."
+    spacing: bool = Field(
+        default=False,
+        description="Call the metric as fn(prediction, reference, spacing) with the reference's "
+        "voxel spacing in mm (NIfTI header; 1.0 per axis for other formats).",
     )
 
 
-Source = Annotated[
-    QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource,
-    Field(discriminator="kind"),
-]
-"""Every kind of task source; ``kind`` selects the model."""
+class MetricRef(Frozen):
+    """One metric a card asks for; every listed metric lands on the score card.
+
+    In YAML a bare name (``dice_macro``) is shorthand for ``{name: dice_macro}``.
+    """
+
+    name: str = Field(description="Score-card key: a registered metric name, or (challenge "
+                                  "cards) the human leaderboard's column name.")
+    primary: bool = Field(default=False, description="The headline metric (default: the first).")
+    grading: Grading | None = Field(
+        default=None, description="Challenge cards: how the column is graded (null = rank-only).")
+    direction: Direction | None = Field(
+        default=None, description="Only for a rank-only leaderboard column (no registered metric "
+        "computes it); otherwise the metric registry states the direction, once.")
+
+    @property
+    def evaluator(self) -> str | None:
+        """Registered metric computing this value (None: rank-only column)."""
+        if self.grading is not None:
+            return self.grading.evaluator
+        return None if self.direction is not None else self.name
+
+    @property
+    def spec(self) -> MetricSpec | None:
+        """The registry entry of :attr:`evaluator`."""
+        return METRICS.get(self.evaluator) if self.evaluator else None
+
+    @property
+    def resolved_direction(self) -> Direction:
+        """Whether higher or lower is better (from the registry where a metric computes it)."""
+        spec = self.spec
+        if spec is not None:
+            return spec.direction
+        assert self.direction is not None  # guaranteed by the validator
+        return self.direction
 
 
 class IOContract(Frozen):
@@ -52,16 +99,16 @@ class IOContract(Frozen):
 
 
 class TaskSpec(Frozen):
-    """One benchmark task card."""
+    """One benchmark task card (every track)."""
 
     task_id: str = Field(description="Unique id within the track; the card folder's name.")
-    track: Track = Field(description="Track whose evaluator scores this task.")
+    track: Track = Field(description="Track whose kit builds and scores this task.")
     title: str = Field(description="Human-readable title.")
     description: str = Field(description="What the task is and where its data comes from.")
     license: str = Field(description="Licence of the underlying data.")
-    source: Source = Field(description="Where the task's data comes from.")
+    source: Source = Field(description="Where the task's data comes from (``kind`` selects).")
     io: IOContract = Field(description="Input/output contract.")
-    metrics: list[str] = Field(description="Registered metric names; the first is primary.")
+    metrics: list[MetricRef] = Field(min_length=1, description="Metrics computed and reported.")
     tiers: list[Tier] = Field(default_factory=lambda: [Tier.STANDARD], description="Tiers.")
     time_budget_s: int = Field(default=3600, gt=0, description="Wall-time budget per run.")
     policy: ScoringPolicy = Field(default_factory=ScoringPolicy,
@@ -69,6 +116,70 @@ class TaskSpec(Frozen):
     network: Literal["none", "host"] = Field(
         default="none", description="Network of the agent's sandbox: none (default) or host for "
         "tasks that need downloads. The evaluator never has a network.")
+    notes: list[str] = Field(default_factory=list, description="Caveats on data and grading.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _metric_shorthand(cls, data: Any) -> Any:
+        if isinstance(data, dict) and isinstance(data.get("metrics"), list):
+            data = {**data, "metrics": [{"name": m} if isinstance(m, str) else m
+                                        for m in data["metrics"]]}
+        return data
+
+    @model_validator(mode="after")
+    def _consistent(self) -> TaskSpec:
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"duplicate metric names in {names}")
+        if sum(m.primary for m in self.metrics) > 1:
+            raise ValueError("at most one metric may be primary")
+        for m in self.metrics:
+            _check_metric(m, self.source)
+        return self
+
+    @property
+    def primary(self) -> MetricRef:
+        """The headline metric: the one marked ``primary``, else the first."""
+        return next((m for m in self.metrics if m.primary), self.metrics[0])
+
+    @property
+    def primary_metric(self) -> str:
+        """Name of the headline metric."""
+        return self.primary.name
+
+    @property
+    def metric_names(self) -> list[str]:
+        """Metric names in card order."""
+        return [m.name for m in self.metrics]
+
+    def metric(self, name: str) -> MetricRef:
+        """The card's reference called ``name``."""
+        for m in self.metrics:
+            if m.name == name:
+                return m
+        raise UnknownNameError(f"metric of {self.task_id}", name, self.metric_names)
+
+    @property
+    def gradable(self) -> bool:
+        """Every listed metric is computed by a registered metric."""
+        return all(m.evaluator is not None for m in self.metrics)
+
+
+def _check_metric(m: MetricRef, source: object) -> None:
+    if m.grading is not None and m.grading.evaluator not in METRICS:
+        raise ValueError(f"{m.name}: grading evaluator {m.grading.evaluator!r} is not a "
+                         f"registered metric; known: {', '.join(METRICS.names())}")
+    if m.grading is not None and m.direction is not None:
+        raise ValueError(f"{m.name}: direction comes from the metric registry; remove it")
+    if m.evaluator is not None and m.evaluator not in METRICS:
+        raise ValueError(f"{m.name}: not a registered metric (known: "
+                         f"{', '.join(METRICS.names())}); a rank-only leaderboard column "
+                         "states its direction instead")
+    if m.grading is not None and m.grading.columns:
+        layout = source.submission if isinstance(source, ChallengeSource) else None
+        extra = set(m.grading.columns) - set(layout.value_columns if layout else [])
+        if extra:
+            raise ValueError(f"{m.name}: columns {sorted(extra)} are not value_columns")
 
 
 def cards_dir(track: Track) -> Path:
@@ -84,12 +195,32 @@ def list_cards(track: Track) -> list[str]:
     return sorted(p.parent.name for p in root.glob("*/task.yaml"))
 
 
+def all_card_files() -> list[Path]:
+    """Every shipped card file (``datasets/*/*/task.yaml``, the template folder excluded)."""
+    root = get_settings().datasets_dir
+    return sorted(p for p in root.glob("*/*/task.yaml") if not p.parts[-3].startswith("_"))
+
+
 def load_card(track: Track, task_id: str) -> TaskSpec:
     """Load and schema-check one card; an unknown id fails with the known ids."""
     path = cards_dir(track) / task_id / "task.yaml"
     if not path.is_file():
         raise UnknownNameError(f"{track.value} task card", task_id, list_cards(track))
-    return load_card_file(path)
+    card = load_card_file(path)
+    if card.task_id != task_id or card.track is not track:
+        raise InputDataError(str(path), f"task_id/track {card.task_id!r}/{card.track.value!r} "
+                                        "differ from the folder")
+    return card
+
+
+def find_card(task_id: str, tracks: list[Track] | None = None) -> TaskSpec:
+    """The card of ``task_id`` in whichever track holds it (or among ``tracks``)."""
+    searched = tracks or list(Track)
+    for track in searched:
+        if (cards_dir(track) / task_id / "task.yaml").is_file():
+            return load_card(track, task_id)
+    known = [tid for track in searched for tid in list_cards(track)]
+    raise UnknownNameError("task", task_id, known)
 
 
 def load_card_file(path: Path) -> TaskSpec:

@@ -27,12 +27,10 @@ from typing import Literal, NamedTuple
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
+from evaluators.core import Frozen
 
 
-class Strategy(_Frozen):
+class Strategy(Frozen):
     """One winning strategy (``strategies.yaml``)."""
 
     id: str = Field(description="Stable identifier used in replies and reports.")
@@ -40,7 +38,7 @@ class Strategy(_Frozen):
     criteria: str = Field(description="What counts as explicit evidence of execution.")
 
 
-class Verdict(_Frozen):
+class Verdict(Frozen):
     """The judge's verdict on one strategy (one element of the reply's ``results``)."""
 
     id: str = Field(description="Strategy id.")
@@ -61,7 +59,7 @@ class SectionStatus(StrEnum):
     FAILED = "failed"
 
 
-class SectionResult(_Frozen):
+class SectionResult(Frozen):
     """What one section's judge call produced (failed sections are kept, never dropped)."""
 
     index: int = Field(description="0-based section number.")
@@ -71,7 +69,7 @@ class SectionResult(_Frozen):
     error: str | None = Field(default=None, description="Last error when failed.")
 
 
-class RunCapability(_Frozen):
+class RunCapability(Frozen):
     """The judge's result for one run."""
 
     run_id: str = Field(description="Run identifier.")
@@ -99,7 +97,7 @@ class GroupBy(StrEnum):
     CHALLENGE = "challenge"
 
 
-class CapabilitySummary(_Frozen):
+class CapabilitySummary(Frozen):
     """Strategy rates over a group of runs (one agent or one challenge)."""
 
     group_by: GroupBy = Field(description="agent or challenge.")

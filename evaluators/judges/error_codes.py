@@ -15,13 +15,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+
+from evaluators.core import Frozen
 
 RUBRICS_DIR = Path(__file__).parent / "rubrics"
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class ErrorCode(StrEnum):
@@ -34,7 +33,7 @@ class ErrorCode(StrEnum):
     E5 = "E5"
 
 
-class CodeDefinition(_Frozen):
+class CodeDefinition(Frozen):
     """One code of the taxonomy."""
 
     code: ErrorCode = Field(description="E1..E5.")
@@ -43,14 +42,14 @@ class CodeDefinition(_Frozen):
     examples: dict[str, list[str]] = Field(description="Track → typical occurrences.")
 
 
-class Taxonomy(_Frozen):
+class Taxonomy(Frozen):
     """``rubrics/error_codes.yaml``."""
 
     version: str = Field(description="Taxonomy version.")
     codes: list[CodeDefinition] = Field(description="The five codes.")
 
 
-class Evidence(_Frozen):
+class Evidence(Frozen):
     """Why a code fired."""
 
     code: ErrorCode = Field(description="The fired code.")
@@ -58,7 +57,7 @@ class Evidence(_Frozen):
     text: str = Field(description="Short quote or description from the trace.")
 
 
-class Coding(_Frozen):
+class Coding(Frozen):
     """Output of the coder: ``{fired, evidence, dominant}``."""
 
     fired: list[ErrorCode] = Field(description="Fired codes, sorted.")
@@ -67,7 +66,7 @@ class Coding(_Frozen):
     llm_error: str | None = Field(default=None, description="Why the LLM coder failed, if it did.")
 
 
-class RunFacts(_Frozen):
+class RunFacts(Frozen):
     """What the rule signals look at."""
 
     tool_outputs: list[str] = Field(description="Tool results in order.")
@@ -142,7 +141,7 @@ def build_prompt(track: str, digest: str, rules: list[Evidence]) -> list[tuple[s
     return [("system", system), ("user", user)]
 
 
-class _LLMCoding(_Frozen):
+class _LLMCoding(Frozen):
     fired: list[ErrorCode] = Field(description="Codes.")
     evidence: dict[ErrorCode, str] = Field(default_factory=dict, description="Quotes.")
     dominant: ErrorCode | None = Field(default=None, description="Main code.")

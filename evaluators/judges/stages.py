@@ -17,13 +17,12 @@ from functools import lru_cache
 from pathlib import Path
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import Field, ValidationError
+
+from evaluators.core import Frozen
 
 RUBRICS_DIR = Path(__file__).parent / "rubrics"
 
-
-class _Frozen(BaseModel):
-    model_config = ConfigDict(frozen=True, extra="forbid")
 
 
 class StageKind(StrEnum):
@@ -33,7 +32,7 @@ class StageKind(StrEnum):
     LEVELS = "levels"
 
 
-class RubricItem(_Frozen):
+class RubricItem(Frozen):
     """One yes/no question of an ``items`` stage."""
 
     id: str = Field(description="Item id (answer key in the judge's JSON).")
@@ -45,14 +44,14 @@ class RubricItem(_Frozen):
                                description="Regexes the offline 'rules' judge looks for.")
 
 
-class LevelSignal(_Frozen):
+class LevelSignal(Frozen):
     """A level the offline judge gives when every regex matches the trace."""
 
     level: float = Field(description="Stage score given.")
     all: list[str] = Field(description="Regexes that must all match.")
 
 
-class StageRubric(_Frozen):
+class StageRubric(Frozen):
     """Rubric of one judged stage."""
 
     kind: StageKind = Field(description="items (mean of yes/no) or levels (snapped score).")
@@ -64,7 +63,7 @@ class StageRubric(_Frozen):
                                              description="Offline judge rules, first match wins.")
 
 
-class Rubric(_Frozen):
+class Rubric(Frozen):
     """S1–S3 rubric of one track."""
 
     track: str = Field(description="Track the rubric applies to.")
@@ -72,7 +71,7 @@ class Rubric(_Frozen):
     stages: dict[str, StageRubric] = Field(description="Stage id (s1, s2, s3) → rubric.")
 
 
-class StageJudgement(_Frozen):
+class StageJudgement(Frozen):
     """Post-processed result of one judged stage."""
 
     stage: str = Field(description="s1, s2 or s3.")
@@ -153,7 +152,7 @@ def snap(value: float, levels: list[float]) -> float:
     return min(sorted(levels), key=lambda level: abs(level - value))
 
 
-class _Reply(_Frozen):
+class _Reply(Frozen):
     items: dict[str, object] = Field(default_factory=dict, description="Raw item answers.")
     score: float | None = Field(default=None, description="Raw level score.")
     rationale: str = Field(default="", description="Explanation.")
@@ -221,14 +220,14 @@ def failed(stage: str, error: str) -> StageJudgement:
     return StageJudgement(stage=stage, score=None, error=error)
 
 
-class TierWeights(_Frozen):
+class TierWeights(Frozen):
     """Agentic and Overall weights of one tier."""
 
     stages: dict[str, float] = Field(description="Stage id → weight in Agentic (sum 1).")
     overall: dict[str, float] = Field(description="'agentic' and 'task' weights (sum 1).")
 
 
-class WeightTable(_Frozen):
+class WeightTable(Frozen):
     """``rubrics/weights.yaml``."""
 
     version: str = Field(description="Weights version.")

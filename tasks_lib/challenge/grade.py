@@ -23,17 +23,13 @@ from pydantic import Field
 
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.metrics import METRICS
-from tasks_lib.challenge.card import (
-    Aggregate,
-    ChallengeCard,
-    ChallengeMetric,
-    FileFormat,
-    GradingScope,
-    load_challenge,
-)
+from tasks_lib.challenge.card import layout as card_layout
+from tasks_lib.challenge.card import load_challenge
 from tasks_lib.challenge.rank import RankReport, rank_one
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError, InvalidSubmissionError
+from tasks_lib.sources import FileFormat
+from tasks_lib.taskspec import Aggregate, GradingScope, MetricRef, TaskSpec
 
 SUBMISSION_CSV = "submission.csv"
 REFERENCE_CSV = "reference.csv"
@@ -49,9 +45,9 @@ class GradeReport(Frozen):
     rank: RankReport = Field(description="Leaderboard placement (percentile 0 if invalid).")
 
 
-def _read_table(folder: Path, name: str, card: ChallengeCard,
+def _read_table(folder: Path, name: str, card: TaskSpec,
                 error: Callable[[str], Exception]) -> pd.DataFrame:
-    layout = card.submission
+    layout = card_layout(card)
     path = folder / name
     if not path.is_file():
         raise error(f"{path} not found")
@@ -108,9 +104,9 @@ def _case_file(folder: Path, rel: object, fmt: FileFormat, case: str) -> NDArray
         raise InvalidSubmissionError(f"case {case}: cannot read {rel!r}: {exc}") from None
 
 
-def _per_case(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataFrame,
+def _per_case(card: TaskSpec, metrics: list[MetricRef], sub: pd.DataFrame,
               ref: pd.DataFrame, sub_dir: Path, ref_dir: Path) -> dict[str, float]:
-    layout = card.submission
+    layout = card_layout(card)
     if layout.file_column is None or layout.file_format is None:
         raise InputDataError(card.task_id, "per-case grading needs a file_column in the card")
     column, fmt = layout.file_column, layout.file_format
@@ -129,17 +125,17 @@ def _per_case(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataF
     return {m.name: _aggregate(values[m.name], m) for m in metrics}
 
 
-def _aggregate(values: list[float], metric: ChallengeMetric) -> float:
+def _aggregate(values: list[float], metric: MetricRef) -> float:
     assert metric.grading is not None
     if metric.grading.aggregate is Aggregate.MEDIAN:
         return float(statistics.median(values))
     return float(np.mean(values))
 
 
-def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.DataFrame,
+def _whole_set(card: TaskSpec, metrics: list[MetricRef], sub: pd.DataFrame,
                ref: pd.DataFrame, sub_dir: Path, ref_dir: Path) -> dict[str, float]:
     """Metrics computed once over all cases: on value columns, or on the lists of files."""
-    layout = card.submission
+    layout = card_layout(card)
     if layout.file_column is not None and layout.file_format is not None:
         column, fmt = layout.file_column, layout.file_format
         truth = [load_case(ref_dir / str(ref.at[c, column]), fmt)[0] for c in ref.index]
@@ -152,16 +148,16 @@ def _whole_set(card: ChallengeCard, metrics: list[ChallengeMetric], sub: pd.Data
     return {m.name: _score(m, *_value_columns(card, m, sub, ref)) for m in metrics}
 
 
-def _score(metric: ChallengeMetric, prediction: Any, reference: Any) -> float:
+def _score(metric: MetricRef, prediction: Any, reference: Any) -> float:
     assert metric.grading is not None
     return float(METRICS.get(metric.grading.evaluator)(prediction, reference))
 
 
-def _value_columns(card: ChallengeCard, metric: ChallengeMetric, sub: pd.DataFrame,
+def _value_columns(card: TaskSpec, metric: MetricRef, sub: pd.DataFrame,
                    ref: pd.DataFrame) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
     """Prediction and reference values of a metric's columns (1-D for a single column)."""
     assert metric.grading is not None
-    layout = card.submission
+    layout = card_layout(card)
     columns = metric.grading.columns or layout.value_columns[:1]
     pred = np.column_stack([_value_column(c, sub, ref, layout.allowed_values) for c in columns])
     truth = ref[columns].astype(float).to_numpy()
@@ -183,7 +179,7 @@ def _value_column(column: str, sub: pd.DataFrame, ref: pd.DataFrame,
     return pred
 
 
-def grade_submission(card: ChallengeCard, submission_dir: Path,
+def grade_submission(card: TaskSpec, submission_dir: Path,
                      reference_dir: Path) -> tuple[dict[str, float], int]:
     """Every ranked metric of a valid submission and the number of cases graded.
 

@@ -27,9 +27,9 @@ from tasks_lib.domain import Track
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import Lesion, LesionClass
 from tasks_lib.imaging.reports import describe
-from tasks_lib.imaging.sources import KSpaceSuperResSource
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.imaging.vqa_items import answers_for
+from tasks_lib.sources import KSpaceSuperResSource
 from tasks_lib.storage import Storage
 
 

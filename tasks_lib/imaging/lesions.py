@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 from pydantic import Field
 
 from tasks_lib.domain import Frozen
-from tasks_lib.imaging.sources import LesionSliceSource
+from tasks_lib.sources import LesionSliceSource
 
 
 class LesionClass(IntEnum):

@@ -13,15 +13,15 @@ from evaluators.registry import Registry
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import CLASS_NAMES, LesionCase, lesion_cases
 from tasks_lib.imaging.reports import reference_report
-from tasks_lib.imaging.sources import (
+from tasks_lib.imaging.synth import kspace_cases, lowdose_ct_cases, mni_tissue_cases
+from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
+from tasks_lib.imaging.vqa_items import vqa_items
+from tasks_lib.sources import (
     KSpaceSuperResSource,
     LesionSliceSource,
     LowDoseCTSource,
     MNITissueSource,
 )
-from tasks_lib.imaging.synth import kspace_cases, lowdose_ct_cases, mni_tissue_cases
-from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
-from tasks_lib.imaging.vqa_items import vqa_items
 from tasks_lib.taskspec import TaskSpec
 
 PUB, PRIV = Visibility.PUBLIC, Visibility.PRIVATE

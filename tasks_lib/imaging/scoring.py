@@ -186,7 +186,7 @@ def extra_task_metrics(sub: Path, pool: Storage, m: PoolManifest,
 
 def positive_evidence(card: TaskSpec, metrics: dict[str, float], n_valid: int) -> bool:
     """Some case was scored and the primary task metric beats its missing value."""
-    spec = METRICS.get(card.metrics[0])
+    spec = METRICS.get(card.primary_metric)
     v = metrics[spec.name]
     better = v > spec.missing if spec.direction == Direction.HIGHER else v < spec.missing
     return n_valid > 0 and better
@@ -207,7 +207,7 @@ def score_card(card: TaskSpec, m: PoolManifest, rows: list[FrameRow], per_case: 
     names = sorted({k for c in per_case for k in c.values})
     metrics = {n: float(np.mean([c.values[n] for c in per_case])) for n in names}
     metrics.update(extra)
-    primary = card.metrics[0]
+    primary = card.primary_metric
     task_score, notes = metrics[primary], []
     if (m.track == Track.SEGMENTATION and card.policy.zero_dice_if_missing
             and not all(c.valid for c in per_case)):

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
-from tasks_lib.imaging.sources import KSpaceSuperResSource, LowDoseCTSource, MNITissueSource
+from tasks_lib.sources import KSpaceSuperResSource, LowDoseCTSource, MNITissueSource
 
 F32 = NDArray[np.float32]
 

@@ -13,7 +13,8 @@ import fsspec
 
 from tasks_lib.errors import InputDataError
 from tasks_lib.qa.types import QAItem, Reject
-from tasks_lib.taskspec import QASource, TaskSpec
+from tasks_lib.sources import QASource
+from tasks_lib.taskspec import TaskSpec
 
 REQUIRED_FIELDS = ("realidx", "question", "options", "answer_idx")
 

@@ -10,10 +10,11 @@ import yaml
 
 import evaluators.catalog  # noqa: F401
 from evaluators.metrics import METRICS
-from tasks_lib.challenge.card import ChallengeCard, list_challenges, load_challenge
+from tasks_lib.challenge.card import challenge_source, list_challenges, load_challenge
 from tasks_lib.challenge.leaderboard import load_leaderboard
 from tasks_lib.errors import InputDataError
 from tasks_lib.settings import get_settings
+from tasks_lib.taskspec import TaskSpec
 
 REXMLE = get_settings().data_root / "rexmle"
 
@@ -28,13 +29,12 @@ def test_card_matches_its_data(challenge: str) -> None:
     card = load_challenge(challenge)
     directions = json.loads((REXMLE / challenge / "metric_config.json").read_text())
     for m in card.metrics:
-        assert f"{m.direction.value}_better" == directions["metric_directions"][m.name]
+        assert f"{m.resolved_direction.value}_better" == directions["metric_directions"][m.name]
         if m.grading is not None:
-            assert m.grading.evaluator in METRICS
-            assert METRICS.get(m.grading.evaluator).direction is m.direction
+            assert m.grading.evaluator in METRICS and m.direction is None
     columns = load_leaderboard(card)
     assert [c.name for c in columns] == card.metric_names
-    assert not Path(card.leaderboard).is_absolute()
+    assert not Path(challenge_source(card).leaderboard).is_absolute()
 
 
 def test_gradable_challenges() -> None:
@@ -52,7 +52,8 @@ def test_seg_a_ranks_only_leaderboard_columns() -> None:
 
 def test_bad_card_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     raw = yaml.safe_load((get_settings().datasets_dir / "challenge/ldct-iqa/task.yaml").read_text())
-    raw["primary_metric"] = "plcc"
+    raw["metrics"] = [{**m, "primary": True} for m in raw["metrics"]] + [
+        {"name": "plcc", "direction": "higher", "primary": True}]
     folder = tmp_path / "challenge" / "ldct-iqa"
     folder.mkdir(parents=True)
     (folder / "task.yaml").write_text(yaml.safe_dump(raw))
@@ -61,7 +62,7 @@ def test_bad_card_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
     reset_settings()
     try:
-        with pytest.raises(InputDataError, match="primary_metric 'plcc' is not one of"):
+        with pytest.raises(InputDataError, match="at most one metric may be primary"):
             load_challenge("ldct-iqa")
     finally:
         monkeypatch.delenv("MEDFLOWS_DATASETS_DIR")
@@ -70,8 +71,7 @@ def test_bad_card_names_the_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 
 def test_leaderboard_mismatch_fails_loudly() -> None:
     card = load_challenge("ldct-iqa")
-    stale = ChallengeCard.model_validate(
-        {**card.model_dump(), "metrics": [{"name": "plcc", "direction": "higher"}],
-         "primary_metric": "plcc"})
+    stale = TaskSpec.model_validate(
+        {**card.model_dump(), "metrics": [{"name": "plcc", "direction": "higher"}]})
     with pytest.raises(InputDataError, match="differ from card metrics"):
         load_leaderboard(stale)

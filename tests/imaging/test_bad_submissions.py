@@ -187,7 +187,7 @@ def test_missing_folder_scores_zero(pools: Pools, tmp_path: Path) -> None:
 def test_zero_dice_policy_can_be_turned_off(pools: Pools, baseline: Make) -> None:
     from tasks_lib.imaging import steps
     from tasks_lib.imaging.pool import load_task
-    from tasks_lib.imaging.sources import ScoringPolicy
+    from tasks_lib.sources import ScoringPolicy
 
     url, m = pools[SEG]
     sub = baseline(SEG, BaselineKind.PERFECT)

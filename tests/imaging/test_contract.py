@@ -27,9 +27,9 @@ def test_every_track_has_a_card() -> None:
 def test_card_has_every_piece(task_id: str) -> None:
     card = load_task(task_id)
     track = card.track.value
-    for name in card.metrics:
+    for name in card.metric_names:
         assert name in METRICS, name
-    assert card.metrics[0] in CASE_METRICS[track] or track == "detection"
+    assert card.primary_metric in CASE_METRICS[track] or track == "detection"
     assert track in RENDERERS and track in INSPECTORS and track in CASE_SCORERS
     suite = suite_json(track)
     assert suite["expectations"], track
@@ -43,4 +43,4 @@ def test_template_card_is_valid() -> None:
     from tasks_lib.taskspec import load_card_file
 
     card = load_card_file(get_settings().datasets_dir / "_template" / "task.yaml")
-    assert all(name in METRICS for name in card.metrics)
+    assert all(name in METRICS for name in card.metric_names)

@@ -1,0 +1,150 @@
+"""Where a task card's data comes from: one model per source kind, discriminated on ``kind``.
+
+Part of the shared card schema (data only): generated imaging sources are seeded and fully
+described by their fields, so a build is reproducible from the card; QA sources name JSONL files;
+challenge sources name the human leaderboard and the submission layout.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Annotated, Literal
+
+from pydantic import Field, model_validator
+
+from evaluators.core import Frozen
+
+
+class QASource(Frozen):
+    """Where a multiple-choice QA dataset's questions come from."""
+
+    kind: Literal["qa_jsonl"] = Field(description="Source type discriminator.")
+    questions: str = Field(
+        description="JSONL in the shared schema: relative to the source folder (default "
+        "<data root>/medagentsbench), absolute, or a URL."
+    )
+    train: str | None = Field(
+        default=None, description="Optional train JSONL (few-shot exemplars), same conventions."
+    )
+    stratify_field: str = Field(
+        default="meta_info", description="Item field used for stratified selection."
+    )
+
+
+class MNITissueSource(Frozen):
+    """MNI152 T1 template + grey/white-matter maps (nilearn), augmented into cases."""
+
+    kind: Literal["nilearn_mni152_tissue"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=8, ge=1, description="Number of augmented cases.")
+    seed: int = Field(default=0, description="Seed of every random draw of the build.")
+    voxel_mm: float = Field(default=4.0, gt=0, description="Isotropic voxel size after resampling.")
+    max_rotation_deg: float = Field(default=8.0, ge=0, description="Max rotation about each axis.")
+    max_shift_vox: float = Field(default=1.5, ge=0, description="Max shift per axis (voxels).")
+    bias_strength: float = Field(default=0.15, ge=0, description="Amplitude of the bias field.")
+    noise_sd: float = Field(default=0.03, ge=0, description="Gaussian noise SD, fraction of range.")
+    labels: list[int] = Field(default=[1, 2], description="Label values scored (1 = GM, 2 = WM).")
+
+
+class LowDoseCTSource(Frozen):
+    """Low-dose CT simulated physically from the Shepp–Logan phantom and MNI axial slices."""
+
+    kind: Literal["skimage_lowdose_ct"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=8, ge=1, description="Number of cases (alternating sources).")
+    seed: int = Field(default=0, description="Seed of rotations, intensity jitter and noise.")
+    size: int = Field(default=96, ge=32, description="Image side in pixels.")
+    n_angles: int = Field(default=120, ge=8, description="Projection angles over 180°.")
+    photons: float = Field(default=2.0e4, gt=0, description="Incident photons per ray (low dose).")
+    mu_max: float = Field(default=0.02, gt=0, description="Attenuation (1/pixel) of intensity 1.")
+
+
+class KSpaceSuperResSource(Frozen):
+    """MNI152 axial slices degraded by k-space truncation (MRI super-resolution)."""
+
+    kind: Literal["mni152_kspace_truncation"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=8, ge=1, description="Number of slices.")
+    seed: int = Field(default=0, description="Seed of slice choice, rotation, jitter and noise.")
+    keep_fraction: float = Field(default=0.35, gt=0, le=1,
+                                 description="Central fraction of k-space kept along each axis.")
+    noise_sd: float = Field(default=0.01, ge=0, description="Complex k-space noise SD.")
+
+
+class LesionSliceSource(Frozen):
+    """MNI152 axial slices with seeded synthetic lesions of two classes (known boxes)."""
+
+    kind: Literal["mni152_lesion_slices"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=12, ge=1, description="Number of images.")
+    seed: int = Field(default=0, description="Seed of slice choice and lesion placement.")
+    max_lesions: int = Field(default=3, ge=1, description="Max lesions per image (0 also drawn).")
+    noise_sd: float = Field(default=0.02, ge=0, description="Gaussian noise SD (range 0..1).")
+
+
+class ScoringPolicy(Frozen):
+    """Per-task scoring rules (defaults follow the published AutoMedBench rules)."""
+
+    zero_dice_if_missing: bool = Field(
+        default=True, description="Segmentation: any missing case zeroes the task's Dice credit.")
+    dask: bool = Field(default=False, description="Compute per-case metrics on the Dask cluster.")
+
+
+class ChallengeType(StrEnum):
+    """What a challenge asks for (``competition_type`` of ``challenges.json``)."""
+
+    SEGMENTATION = "segmentation"
+    DETECTION = "detection"
+    CLASSIFICATION = "classification"
+    IMAGE_QUALITY_ASSESSMENT = "image_quality_assessment"
+    IMAGE_ENHANCEMENT = "image_enhancement"
+
+
+class FileFormat(StrEnum):
+    """Formats of prediction/reference files named in ``submission.csv``."""
+
+    NPY = "npy"
+    PNG = "png"
+    TIFF = "tiff"
+    NIFTI = "nifti"
+
+
+class SubmissionLayout(Frozen):
+    """What a challenge submission folder holds: ``submission.csv`` plus the files it names."""
+
+    id_column: str = Field(default="case_id", description="Column identifying the case.")
+    value_columns: list[str] = Field(
+        default_factory=list, description="Columns holding predicted values (CSV-only parts)."
+    )
+    file_column: str | None = Field(
+        default=None, description="Column naming a prediction file, relative to the folder."
+    )
+    file_format: FileFormat | None = Field(default=None, description="Format of those files.")
+    allowed_values: list[float] | None = Field(
+        default=None, description="If set, every value column must hold one of these values."
+    )
+    description: str = Field(description="The layout in prose, shown in briefs.")
+
+    @model_validator(mode="after")
+    def _file_column_needs_format(self) -> SubmissionLayout:
+        if (self.file_column is None) != (self.file_format is None):
+            raise ValueError("file_column and file_format go together")
+        if self.file_column is None and not self.value_columns:
+            raise ValueError("a submission needs value_columns or a file_column")
+        return self
+
+
+class ChallengeSource(Frozen):
+    """A ReX-MLE challenge: its human leaderboard and submission layout (data not shipped)."""
+
+    kind: Literal["rexmle_challenge"] = Field(description="Source type discriminator.")
+    url: str = Field(description="Challenge web page.")
+    year: int = Field(description="Edition year.")
+    modality: str = Field(description="Imaging modality.")
+    task_type: ChallengeType = Field(description="Kind of competition.")
+    leaderboard: str = Field(description="Leaderboard CSV, relative to the data root.")
+    submission: SubmissionLayout = Field(description="Submission folder layout.")
+
+
+Source = Annotated[
+    QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
+    | ChallengeSource,
+    Field(discriminator="kind"),
+]
+"""Every kind of task source; ``kind`` selects the model."""
