@@ -18,8 +18,8 @@ def pool_and_submission(task_id: str, kind: BaselineKind = BaselineKind.CLASSICA
     card = load_task(task_id)
     rendered = steps.render.fn(card)
     clean = steps.deidentify_step.fn(card, rendered)
-    url = str(root / "pool")
-    manifest = steps.publish.fn(card, url, rendered, clean)
+    published = steps.publish.fn(card, str(root / "pool"), rendered, clean)
+    url, manifest = published.url, published.manifest
     sub = root / "sub"
     write_baseline(kind, url, sub)
     return url, manifest, sub

@@ -17,7 +17,7 @@ Letters outside the item's option set are never returned.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from evaluators.metrics import Direction, metric
 
@@ -70,3 +70,15 @@ def extract_answer(text: str | None, options: Mapping[str, str]) -> str | None:
 def exact_match(prediction: str | None, reference: str) -> float:
     """Pass@1 for one item: exact, case-sensitive comparison of option letters."""
     return 1.0 if prediction is not None and prediction == reference else 0.0
+
+
+@metric(
+    "answered",
+    direction=Direction.HIGHER,
+    averaging="mean over unique items of the dataset; macro over datasets for an agent",
+    description="1 if the agent named one of the item's option letters, else 0 (answer rate)",
+    missing=0.0,
+)
+def answered(prediction: str | None, options: Collection[str]) -> float:
+    """Whether a parseable answer was given: the letter is one of the item's options."""
+    return 1.0 if prediction is not None and prediction in options else 0.0

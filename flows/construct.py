@@ -99,32 +99,16 @@ def construct_qa(
 
 @flow(name="construct-imaging", flow_run_name="construct-imaging-{task_id}", log_prints=True)
 def construct_imaging(task_id: str, out: str | None = None) -> str:
-    """Build an imaging task's pool: ingest (render) → de-identify → publish → sample submission.
-
-    Returns the URL of the pool's ``manifest.json``.
-    """
+    """Build an imaging task's pool: ingest (render) → de-identify → publish (vN) → sample
+    submission. Returns the URL of the pool version's ``manifest.json``."""
     from tasks_lib.imaging import steps as imaging
-    from tasks_lib.imaging.pool import default_pool_url, load_task
-    from tasks_lib.imaging.sharding import stage_references
+    from tasks_lib.imaging.pool import load_task
 
     card = load_task(task_id)
-    pool_url = out or default_pool_url(task_id)
     rendered = imaging.render(card)
     clean = imaging.deidentify_step(card, rendered)
-    manifest = imaging.publish(card, pool_url, rendered, clean)
-    if card.track == Track.SEGMENTATION:
-        stage_references(pool_url, manifest)
-    imaging.sample_submission(pool_url, manifest)
-    print(f"built {task_id}: {len(manifest.cases)} cases, header fields cleared "
-          f"{manifest.deid.fields_cleared or 'none'}")
-    return f"{pool_url.rstrip('/')}/manifest.json"
-
-
-def ensure_imaging_pool(task_id: str, pool: str | None = None) -> str:
-    """URL of the task's pool (``pool`` or the default one), built by construct if absent."""
-    from tasks_lib.imaging.pool import default_pool_url, pool_exists
-
-    url = pool or default_pool_url(task_id)
-    if not pool_exists(url):
-        construct_imaging(task_id, url)
-    return url
+    published = imaging.publish(card, out, rendered, clean)
+    imaging.sample_submission(published.url, published.manifest)
+    print(f"built {task_id} v{published.manifest.version}: {len(published.manifest.cases)} "
+          f"cases, header fields cleared {published.manifest.deid.fields_cleared or 'none'}")
+    return f"{published.url.rstrip('/')}/manifest.json"

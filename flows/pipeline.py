@@ -11,7 +11,7 @@ from flows.report import report_qa
 from flows.score import score_qa
 from tasks_lib.domain import Frozen
 from tasks_lib.qa.replay_report import default_source
-from tasks_lib.qa.report import ReportFiles
+from tasks_lib.report import ReportFiles
 
 HARD_MODELS = [
     "gpt-4o-mini", "gpt-4o", "o1-mini", "o3-mini", "QwQ-32B-Preview", "DeepSeek-R1",

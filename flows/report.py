@@ -1,21 +1,36 @@
-"""report: leaderboard, cost–performance Pareto frontier, plot, Prefect artifacts."""
+"""report: leaderboards from the ledger alone (never re-scoring): mean ± SE over replicates,
+cost–performance Pareto frontier, plot, Prefect artifacts."""
 
 from __future__ import annotations
 
 from prefect import flow
 
-from tasks_lib.qa.planning import find_runs, read_manifest
-from tasks_lib.qa.report import ReportFiles, leaderboard, write_report
-from tasks_lib.qa.run_steps import score_run
+from tasks_lib.report import (
+    ReportFiles,
+    leaderboard,
+    publish_leaderboard,
+    report_name,
+    scored_runs,
+    write_report,
+)
+from tasks_lib.scoring import select_runs
 
 
-@flow(name="report-qa", flow_run_name="report-qa", log_prints=True)
-def report_qa(pool: str, run_ids: list[str] | None = None) -> ReportFiles:
-    """Leaderboard of the scored runs on a pool, written as CSV, markdown and PNG."""
-    manifest = read_manifest(pool)
-    runs = find_runs(manifest, run_ids)
-    cards = [score_run(r, pool, manifest.content_hash) for r in runs]
-    rows = leaderboard(runs, cards)
-    files = write_report(rows, f"{manifest.pool_id}-v{manifest.version}")
-    print(f"report written: {files.markdown}")
+@flow(name="report", flow_run_name="report", log_prints=True)
+def report(task_id: str | None = None, pool: str | None = None,
+           run_ids: list[str] | None = None, evaluator_version: str | None = None
+           ) -> ReportFiles:
+    """Leaderboard of the scored runs of a pool version, a task or the named runs, from the
+    newest score rows (or those of ``evaluator_version``); CSV, markdown, PNG and artifacts."""
+    scored = scored_runs(select_runs(run_ids, task_id, pool), evaluator_version)
+    rows = leaderboard(scored)
+    name = report_name(task_id, pool, evaluator_version)
+    publish_leaderboard(rows, name)
+    files = write_report(rows, name)
+    print(f"report written: {files.markdown} ({len(rows)} rows)")
     return files
+
+
+def report_qa(pool: str, run_ids: list[str] | None = None) -> ReportFiles:
+    """Leaderboard of a QA pool version (former entry point; = ``report(pool=…)``)."""
+    return report(pool=pool, run_ids=run_ids)

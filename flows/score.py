@@ -1,54 +1,75 @@
-"""score: recompute score cards offline from stored submissions; append to the ledger."""
+"""score: recompute score cards offline from stored runs; append to the ledger.
+
+One flow for every track and every kind of run (QA replays, live agents, uploaded submissions,
+research cells): it reads only storage and the ledger, scores runs in chunks (one step per chunk,
+so the work dominates orchestration) and skips runs already scored under the current evaluator
+version, so a retried or re-run flow resumes where it stopped.
+"""
 
 from __future__ import annotations
 
-from prefect import flow, unmapped
+from prefect import flow, task
 
-from tasks_lib.imaging.types import ScoreCard
-from tasks_lib.qa.planning import find_runs, read_manifest
-from tasks_lib.qa.report import publish_leaderboard
-from tasks_lib.qa.run_steps import record_score, score_run
-from tasks_lib.qa.scoring import QAScoreCard
+from tasks_lib.caching import IO_RETRIES
+from tasks_lib.records import ScoreCard
+from tasks_lib.scoring import chunks, is_scorable, score_chunk, select_runs
+
+CHUNK = 64
+"""Runs per scoring step."""
 
 
-@flow(name="score-qa", flow_run_name="score-qa", log_prints=True)
-def score_qa(pool: str, run_ids: list[str] | None = None) -> list[QAScoreCard]:
-    """Score every stored run on the pool (or the given run ids); leaderboard artifact."""
-    manifest = read_manifest(pool)
-    runs = find_runs(manifest, run_ids)
-    cards: list[QAScoreCard] = score_run.map(runs, unmapped(pool),
-                                             unmapped(manifest.content_hash)).result()
-    record_score.map(cards).result()
-    publish_leaderboard(runs, cards, f"{manifest.pool_id}-v{manifest.version}")
-    print(f"scored {len(cards)} runs on {manifest.pool_id} v{manifest.version}")
+@task(name="score-chunk", task_run_name="score-{label}", **IO_RETRIES)
+def score_chunk_step(run_ids: list[str], label: str) -> list[ScoreCard]:
+    """Score a chunk of runs (each skipped if already scored under this evaluator version)."""
+    return score_chunk(run_ids)
+
+
+@flow(name="score-runs", flow_run_name="score-runs", log_prints=True)
+def score_runs(run_ids: list[str] | None = None, task_id: str | None = None,
+               pool: str | None = None, chunk_size: int = CHUNK) -> list[ScoreCard]:
+    """Score the named runs, a task's runs, a pool version's runs, or every run."""
+    ids = [r.run_id for r in select_runs(run_ids, task_id, pool) if is_scorable(r)]
+    parts = chunks(ids, chunk_size)
+    futures = score_chunk_step.map(parts, [f"{p[0]}+{len(p) - 1}" for p in parts])
+    cards = [card for part in futures.result() for card in part]
+    print(f"scored {len(cards)} runs")
     return cards
 
 
-@flow(name="score-submission", flow_run_name="score-{task_id}", log_prints=True)
-def score_submission(task_id: str, submission: str, pool: str | None = None,
-                     use_dask: bool | None = None, run_id: str | None = None) -> ScoreCard:
-    """Score one submission folder of an imaging task (builds the default pool if absent).
+@flow(name="score-run", flow_run_name="score-{run_id}", log_prints=True)
+def score_run(run_id: str) -> ScoreCard:
+    """Score one stored run (append-only: a run already scored under this evaluator version
+    returns its stored card)."""
+    card = score_chunk_step([run_id], run_id)
+    print(f"{run_id}: task_score={card[0].task_score} ({card[0].evaluator_version})")
+    return card[0]
 
-    validate (GX) → per-case metrics (Dask for volumes) → dataset metrics → policy, S4/S5 → store
-    → ledger (when ``run_id`` names a run already in the ledger).
-    """
-    from flows.construct import ensure_imaging_pool
-    from tasks_lib.imaging import steps as imaging
-    from tasks_lib.imaging.pool import load_task
+
+def score_qa(pool: str, run_ids: list[str] | None = None) -> list[ScoreCard]:
+    """Score every stored run on a QA pool version (former entry point; = ``score_runs``)."""
+    return score_runs(run_ids=run_ids, pool=None if run_ids else pool)
+
+
+@task(name="register-upload", task_run_name="upload-{task_id}", **IO_RETRIES)
+def register_upload_step(task_id: str, submission: str, pool: str | None) -> str:
+    """Store a submission folder as an upload run of the task's pool version; its run id."""
+    from pathlib import Path
+
+    from tasks_lib.imaging.pool import latest_pool_url, load_task, read_manifest
+    from tasks_lib.uploads import register_upload
 
     card = load_task(task_id)
-    pool_url = ensure_imaging_pool(task_id, pool)
-    manifest = imaging.load_manifest(pool_url)
-    rows = imaging.inspect(submission, manifest)
-    validation = imaging.validate(card.track.value, rows)
-    dask = card.policy.dask if use_dask is None else use_dask
-    per_case = imaging.case_metrics(card, submission, pool_url, manifest, rows, dask)
-    extra = imaging.dataset_metrics(submission, pool_url, manifest, rows)
-    card_out = imaging.assemble(card, manifest, rows, per_case, extra, validation)
-    url = imaging.store_card(card_out, submission, rows)
-    imaging.publish_artifact(card_out)
-    if run_id:
-        imaging.record_score(card_out, run_id, url)
-    print(f"{task_id}: task_score={card_out.task_score:.4f} s4={card_out.s4} s5={card_out.s5} "
-          f"({url})")
-    return card_out
+    pool_url = pool or latest_pool_url(task_id)
+    m = read_manifest(pool_url)
+    return register_upload(task_id, Path(submission), pool_url, m.task_id, m.version,
+                           m.content_hash, card.track.value).run_id
+
+
+@flow(name="score-submission", flow_run_name="score-{task_id}", log_prints=True)
+def score_submission(task_id: str, submission: str, pool: str | None = None) -> ScoreCard:
+    """Score one submission folder of an imaging task (upload mode): store it as a run of the
+    task's newest pool version (or ``pool``), then score it like any run."""
+    run_id = register_upload_step(task_id, submission, pool)
+    card = score_chunk_step([run_id], run_id)[0]
+    print(f"{task_id}: run {run_id} task_score={card.task_score} s4={card.s4} s5={card.s5}")
+    return card

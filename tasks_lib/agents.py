@@ -27,6 +27,8 @@ class Harness(StrEnum):
     """A litellm tool-calling research agent in a sandbox (``tasks_lib.harness``)."""
     SCRIPTED = "scripted"
     """An offline scripted research agent; ``method`` names the script (baseline, breach)."""
+    UPLOAD = "upload"
+    """A submission folder handed in as it is (scored like any run; no agent was executed)."""
 
 
 class AgentSpec(Frozen):
@@ -65,3 +67,8 @@ def replay_agent(model: str, method: str, predictions: str) -> AgentSpec:
     """An agent that answers from a recorded predictions file (reproduces published results)."""
     return AgentSpec(agent_id=f"replay:{model}@{method}", harness=Harness.QA_REPLAY, model=model,
                      method=method, params={"predictions": predictions})
+
+
+def upload_agent(name: str) -> AgentSpec:
+    """The agent of a submission folder handed in directly (``medflows score submission``)."""
+    return AgentSpec(agent_id=f"upload:{name}", harness=Harness.UPLOAD, model="upload")

@@ -63,6 +63,11 @@ class Storage:
         """Filesystem path (for this storage's fs) of ``key``."""
         return f"{self._root}/{_clean_key(key)}"
 
+    @property
+    def root_path(self) -> str:
+        """Filesystem path (for this storage's fs) of the root itself."""
+        return self._root
+
     def url(self, key: str) -> str:
         """Full URL of ``key``, suitable for manifests and the ledger."""
         return f"{self.root_url}/{_clean_key(key)}"

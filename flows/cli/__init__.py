@@ -26,6 +26,7 @@ def main() -> None:
     from flows.cli import qa as qa
     from flows.cli import review as review
     from flows.cli import run as run
+    from flows.cli import runs as runs
 
     try:
         app()

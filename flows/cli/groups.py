@@ -24,7 +24,9 @@ build_app = typer.Typer(no_args_is_help=True, help="Build a pool (construct DAG)
 qa_app = typer.Typer(no_args_is_help=True, help="Medical QA utilities.")
 execute_app = typer.Typer(no_args_is_help=True, help="Run agents (execute DAG).")
 score_app = typer.Typer(no_args_is_help=True, help="Score stored submissions (score DAG).")
-report_app = typer.Typer(no_args_is_help=True, help="Leaderboards and plots (report).")
+report_app = typer.Typer(invoke_without_command=True,
+                         help="Leaderboards and plots from the ledger (report).")
+runs_app = typer.Typer(no_args_is_help=True, help="Runs in the ledger.")
 
 app.add_typer(pool_app, name="pool")
 pool_app.add_typer(build_app, name="build")
@@ -32,6 +34,7 @@ app.add_typer(qa_app, name="qa")
 app.add_typer(execute_app, name="execute")
 app.add_typer(score_app, name="score")
 app.add_typer(report_app, name="report")
+app.add_typer(runs_app, name="runs")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -103,6 +103,9 @@ def execute_qa_cmd(
     replay: str = typer.Option(None, help="Replay every (model, method) of this predictions file."),
     replay_models: str = typer.Option(None, help="Restrict replay to these models."),
     replay_methods: str = typer.Option(None, help="Restrict replay to these methods."),
+    replicates: int = typer.Option(1, min=1, help="Replicates per agent."),
+    time_budget_s: int = typer.Option(None, min=1, help="Wall-time cap per run (default: the "
+                                                        "dataset cards' budget)."),
 ) -> None:
     """Run agents on a pool (execute DAG)."""
     from flows.execute import execute_qa
@@ -110,8 +113,10 @@ def execute_qa_cmd(
     runs = execute_qa(pool=location(pool), agents=split_list(agents),
                       replay=location(replay) if replay else None,
                       replay_models=split_list(replay_models),
-                      replay_methods=split_list(replay_methods))
+                      replay_methods=split_list(replay_methods), replicates=replicates,
+                      time_budget_s=time_budget_s)
     typer.echo(json.dumps([{"run_id": r.run_id, "agent_id": r.agent.agent_id,
+                            "replicate": r.replicate, "status": r.status.value,
                             "n_answered": r.n_answered, "cost_usd": r.cost_usd} for r in runs],
                           indent=2))
 
@@ -124,7 +129,8 @@ def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
 
     cards = score_qa(pool=location(pool))
     typer.echo(json.dumps([{"run_id": c.run_id, "agent_id": c.agent_id,
-                            "accuracy_macro": c.accuracy_macro} for c in cards], indent=2))
+                            "task_score": c.task_score, "accuracy_macro": c.task_score}
+                           for c in cards], indent=2))
 
 
 @report_app.command("qa")

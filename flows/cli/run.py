@@ -1,4 +1,5 @@
-"""``medflows run cell|matrix``: research cells (agent × task × tier) in a sandbox, scored."""
+"""``medflows run cell|matrix``: research cells (agent × task × tier) in a sandbox, then scored
+by the score flow from the stored run (``medflows score run RUN_ID`` re-scores one any time)."""
 
 from __future__ import annotations
 
@@ -16,19 +17,21 @@ run_app = typer.Typer(no_args_is_help=True,
                       help="Run research agents in sandboxes and score them (S1–S5).")
 app.add_typer(run_app, name="run")
 
+
 @run_app.command("cell")
 @user_errors(SandboxUnavailableError)
 def run_cell_cmd(
     agent: str = typer.Option(..., help="Agent id from datasets/agents.yaml."),
-    task: str = typer.Option(..., help="Imaging task id (pool built if missing)."),
+    task: str = typer.Option(..., help="Imaging task id (its pool must be built: medflows pool "
+                                       "build imaging)."),
     tier: Tier = typer.Option(Tier.LITE, help="lite | standard | pro."),
     sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local (bwrap) | docker."),
     replicate: int = typer.Option(0, min=0, help="Replicate index."),
     judge_model: str = typer.Option(None, help="Judge model (default: the judge_model setting; "
                                     "'rules' = offline deterministic judge)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the ledger row as JSON."),
+    as_json: bool = typer.Option(False, "--json", help="Print the cell report as JSON."),
 ) -> None:
-    """Run one evaluation cell end to end (execute, then score) and print its ledger row."""
+    """Run one evaluation cell (execute, then score) and print its report."""
     from flows.execute import run_cell
 
     report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
@@ -45,7 +48,7 @@ def run_cell_cmd(
 @user_errors(SandboxUnavailableError)
 def run_matrix_cmd(
     agents: str = typer.Option(..., help="Comma-separated agent ids."),
-    tasks: str = typer.Option(..., help="Comma-separated imaging task ids."),
+    tasks: str = typer.Option(..., help="Comma-separated imaging task ids (pools built)."),
     tiers: str = typer.Option("lite", help="Comma-separated tiers."),
     replicates: int = typer.Option(1, min=1, help="Replicates per cell (N)."),
     sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local | docker."),

@@ -1,32 +1,43 @@
-"""One evaluation cell: plan → execute (agent sandbox) → score (evaluator sandbox + judges) →
-ledger row. Plain functions; :mod:`tasks_lib.harness.steps` wraps them as Prefect steps."""
+"""One evaluation cell's plan and execution; execution stops at submission + trace.
+
+Run folder (``runs/<run_id>/`` under the local storage root)::
+
+    workspace/    the agent's writable workspace (local scratch; scoring never reads it)
+    submission/   copy of ``workspace/submission`` (regular files; symlinks kept as symlinks)
+    trace/        conversation.json, trace.jsonl, workspace.json, plan.md (capped copy)
+    run.json      the RunRecord (written by :func:`tasks_lib.harness.steps.execute_step`)
+
+Scoring (:mod:`tasks_lib.harness.rescore`) reads only ``run.json``, ``submission/``, ``trace/``
+and the pool. Plain functions; :mod:`tasks_lib.harness.steps` wraps them as Prefect steps.
+"""
 
 from __future__ import annotations
 
 import hashlib
+import os
 import shutil
+import stat
 import time
 from pathlib import Path
 
 import openai
+from fsspec.implementations.local import LocalFileSystem
 from pydantic import Field
 
-from evaluators.judges.error_codes import Coding, RunFacts
-from evaluators.judges.stages import agentic_score, overall_score
 from tasks_lib.agents import AgentSpec, Harness, load_catalog
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
+from tasks_lib.errors import InputDataError
 from tasks_lib.harness import briefs
-from tasks_lib.harness.evaluate import ProductScore
-from tasks_lib.harness.judging import StageJudge, code_errors, trace_digest, workspace_files
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits, LoopOutcome
-from tasks_lib.harness.messages import ChatMessage, Role
+from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.scripted import scripted_policy
 from tasks_lib.harness.trace import TraceRecorder
-from tasks_lib.imaging.pool import load_task
+from tasks_lib.imaging.pool import latest_pool_url, load_task
+from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import NetworkPolicy, SandboxBackend, SandboxSpec, agent_spec
 from tasks_lib.sandbox.isolation import Violation
-from tasks_lib.settings import get_settings
+from tasks_lib.storage import Storage
 
 
 class CellPlan(Frozen):
@@ -40,7 +51,8 @@ class CellPlan(Frozen):
     replicate: int = Field(description="Replicate index (fresh workspace each).")
     run_id: str = Field(description="Unique run id.")
     pool_dir: Path = Field(description="Local folder of the built pool.")
-    run_dir: Path = Field(description="Local folder of this run (workspace, traces).")
+    run_dir: Path = Field(description="Local folder of this run: ``runs/<run_id>/`` under the "
+                                      "storage root.")
     judge_model: str = Field(description="Judge model ('rules' = offline judge).")
     limits: LoopLimits = Field(description="Turn, wall-time and execution caps.")
 
@@ -48,6 +60,16 @@ class CellPlan(Frozen):
     def workspace(self) -> Path:
         """The run's writable workspace."""
         return self.run_dir / "workspace"
+
+    @property
+    def submission(self) -> Path:
+        """Where the submission is stored when the agent stops."""
+        return self.run_dir / SUBMISSION
+
+    @property
+    def trace_dir(self) -> Path:
+        """Where the trace files are written."""
+        return self.run_dir / TRACE
 
     @property
     def forbidden(self) -> list[str]:
@@ -80,31 +102,30 @@ class StageScores(Frozen):
     s5: float | None = Field(description="Submission validity.")
 
 
-class CellScores(Frozen):
-    """Product and process scores of one run."""
-
-    stages: StageScores = Field(description="Stage scores.")
-    task_score: float | None = Field(description="Task metric after policy (0 when invalid).")
-    metrics: dict[str, float] = Field(description="Task-level metrics.")
-    agentic: float | None = Field(description="Weighted stages.")
-    overall: float | None = Field(description="Weighted Agentic and Task.")
-    judge_errors: dict[str, str] = Field(description="Stage → why its judge failed.")
-    coding: Coding = Field(description="Error-code coder output.")
-    card_json: str | None = Field(description="Imaging score card (None when not scored).")
-
-
 def make_run_id(agent_id: str, task_id: str, tier: Tier, replicate: int) -> str:
     """A unique, readable run id."""
     salt = f"{agent_id}|{task_id}|{tier}|{replicate}|{time.time_ns()}"
     return f"run-{hashlib.sha256(salt.encode()).hexdigest()[:12]}"
 
 
+def local_root(storage: Storage) -> Path:
+    """The local folder of ``storage``; sandboxes mount folders, so research cells need one."""
+    if not isinstance(storage.fs, LocalFileSystem):
+        raise InputDataError(storage.root_url, "research cells mount pools and workspaces into "
+                                               "sandboxes: set MEDFLOWS_STORAGE_URL to a local "
+                                               "folder")
+    return Path(storage.root_path).resolve()
+
+
 def runs_root() -> Path:
-    """Local folder holding every run's workspace and traces."""
-    url = get_settings().storage_url
-    base = Path(url.removeprefix("file://")) if "://" not in url.removeprefix("file://") \
-        else get_settings().results_dir.parent
-    return base / "runs"
+    """Local folder holding every run (``runs/`` under the storage root)."""
+    return local_root(runs_store())
+
+
+def local_pool_dir(task_id: str) -> Path:
+    """Local folder of the task's newest built pool version; execute never builds one (a
+    missing pool fails with the command that builds it)."""
+    return local_root(Storage(latest_pool_url(task_id)))
 
 
 def plan_cell(agent_id: str, task_id: str, track: Track, tier: Tier, backend: SandboxBackend,
@@ -117,7 +138,7 @@ def plan_cell(agent_id: str, task_id: str, track: Track, tier: Tier, backend: Sa
                         exec_timeout_s=min(600, time_budget_s))
     return CellPlan(agent=agent, task_id=task_id, track=track, tier=tier, backend=backend,
                     replicate=replicate, run_id=run_id, pool_dir=pool_dir.resolve(),
-                    run_dir=runs_root().resolve() / run_id, judge_model=judge_model, limits=limits)
+                    run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits)
 
 
 def make_policy(plan: CellPlan) -> Policy:
@@ -159,13 +180,8 @@ def agent_sandbox(plan: CellPlan) -> SandboxSpec:
     return agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden, network)
 
 
-def execute_cell(plan: CellPlan) -> Execution:
-    """Run the agent in a fresh workspace; write ``conversation.json`` and ``trace.jsonl``."""
-    if plan.run_dir.exists():
-        shutil.rmtree(plan.run_dir)
-    plan.workspace.mkdir(parents=True)
+def _run_agent(plan: CellPlan, recorder: TraceRecorder) -> Execution:
     policy = make_policy(plan)
-    recorder = TraceRecorder(plan.run_dir)
     sandbox = sandbox_class(plan.backend)(agent_sandbox(plan))
     loop = AgentLoop(policy, sandbox, recorder, plan.limits)
     brief = (plan.pool_dir / "public" / "brief.md").read_text(encoding="utf-8")
@@ -173,12 +189,12 @@ def execute_cell(plan: CellPlan) -> Execution:
     try:
         outcome = loop.run(briefs.system_prompt(plan.track.value, plan.tier, plan.limits),
                            briefs.user_prompt(brief))
-        execution = Execution(
+        return Execution(
             status=_status(outcome), end=outcome.end, model=policy.model, turns=outcome.turns,
             wall_time_s=outcome.wall_time_s, input_tokens=outcome.prompt_tokens,
             output_tokens=outcome.completion_tokens, violations=outcome.violations)
     except openai.APIError as exc:
-        execution = Execution(
+        return Execution(
             status=RunStatus.INVALID if loop.monitor.breached else RunStatus.ERROR, end=None,
             model=policy.model, turns=sum(m.role is Role.ASSISTANT for m in loop.messages),
             wall_time_s=time.monotonic() - started, input_tokens=loop.tokens[0],
@@ -186,44 +202,42 @@ def execute_cell(plan: CellPlan) -> Execution:
             error=f"{type(exc).__name__}: {exc}")
     finally:
         sandbox.close()
+
+
+def execute_cell(plan: CellPlan) -> Execution:
+    """Run the agent in a fresh workspace, then store its trace and submission.
+
+    Writes ``trace/{conversation.json, trace.jsonl, workspace.json, plan.md}`` and
+    ``submission/`` (empty when the agent wrote none); the run record is the caller's.
+    """
+    if plan.run_dir.exists():
+        shutil.rmtree(plan.run_dir)
+    plan.workspace.mkdir(parents=True)
+    recorder = TraceRecorder(plan.trace_dir)
+    try:
+        execution = _run_agent(plan, recorder)
+    finally:
         recorder.write_conversation(plan)
+    recorder.write_workspace(plan.workspace)
+    copy_submission(plan.workspace / SUBMISSION, plan.submission)
     return execution
 
 
-def run_facts(messages: list[ChatMessage], workspace: Path, execution: Execution,
-              s5_valid: bool | None) -> RunFacts:
-    """Facts the error-code rules read."""
-    submission = workspace / "submission"
-    return RunFacts(
-        tool_outputs=[m.content or "" for m in messages if m.role is Role.TOOL],
-        codes_run=[c.arguments for m in messages for c in m.tool_calls],
-        workspace_files=workspace_files(workspace),
-        submission_files=workspace_files(submission) if submission.is_dir() else [],
-        submitted=execution.end is LoopEnd.SUBMITTED, timed_out=execution.end is LoopEnd.TIMEOUT,
-        s5_valid=s5_valid)
-
-
-def judge_and_combine(plan: CellPlan, execution: Execution, messages: list[ChatMessage],
-                      product: ProductScore | None) -> CellScores:
-    """S1–S3 judges, Agentic/Overall and error codes; invalid runs score 0 on every stage."""
-    digest = trace_digest(messages, plan.workspace)
-    coding = code_errors(plan.track.value, digest,
-                         run_facts(messages, plan.workspace, execution,
-                                   None if product is None else product.validation_ok),
-                         plan.judge_model)
-    if execution.status is RunStatus.INVALID or product is None:
-        zero = StageScores(s1=0.0, s2=0.0, s3=0.0, s4=0.0, s5=0.0)
-        return CellScores(stages=zero, task_score=0.0, metrics={}, agentic=0.0, overall=0.0,
-                          judge_errors={}, coding=coding, card_json=None)
-    judged = StageJudge(plan.judge_model).judge(plan.track.value, plan.tier.value, digest,
-                                                workspace_files(plan.workspace))
-    by_stage = {j.stage: j.score for j in judged}
-    stages = StageScores(s1=by_stage["s1"], s2=by_stage["s2"], s3=by_stage["s3"],
-                         s4=product.s4, s5=product.s5)
-    agentic = agentic_score(stages.model_dump(), plan.tier.value)
-    return CellScores(
-        stages=stages, task_score=product.task_score, metrics=product.metrics, agentic=agentic,
-        overall=overall_score(agentic, product.task_score, plan.tier.value),
-        judge_errors={j.stage: j.error for j in judged if j.error is not None},
-        coding=coding, card_json=product.card_json)
-
+def copy_submission(source: Path, target: Path) -> None:
+    """Copy a submission folder without following links: folders and regular files as they
+    are, symlinks as symlinks (the scorer rejects them as invalid), other special files
+    (FIFOs, sockets, devices) skipped; a missing or symlinked ``source`` yields an empty one."""
+    target.mkdir(parents=True, exist_ok=True)
+    if source.is_symlink() or not source.is_dir():
+        return
+    for dirpath, dirs, files in os.walk(source):
+        here = Path(dirpath)
+        out = target / here.relative_to(source)
+        for name in [*dirs, *files]:
+            mode = (here / name).lstat().st_mode
+            if stat.S_ISLNK(mode):
+                (out / name).symlink_to(os.readlink(here / name))
+            elif stat.S_ISDIR(mode):
+                (out / name).mkdir()
+            elif stat.S_ISREG(mode):
+                shutil.copyfile(here / name, out / name, follow_symlinks=False)

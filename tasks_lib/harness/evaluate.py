@@ -1,20 +1,20 @@
-"""The evaluator cell: score a run's submission inside an evaluator sandbox.
+"""The evaluator cell: the product score of a run's submission, inside an evaluator sandbox.
 
 The evaluator sandbox (network off, pool and submission read-only, only ``/output`` writable)
-runs ``python -m tasks_lib.harness.evaluate`` with the project's packages bound read-only; the
-module composes the imaging score steps' plain functions (no Prefect server inside) and writes
-the score card JSON to ``/output``. The host reads the card back.
+runs ``python -m tasks_lib.harness.evaluate CARD POOL SUBMISSION OUT RUN_ID`` with the project's
+packages bound read-only. Inside, the track's kit scores the folder — the same
+``score_folder`` every other scoring path uses (no Prefect server inside) — and the full
+:class:`~tasks_lib.records.ScoreCard` is written to ``/output``; the host reads it back.
 """
 
 from __future__ import annotations
 
+import shlex
 import sys
+import tempfile
 from pathlib import Path
 
-from pydantic import Field
-
-from tasks_lib.domain import Frozen
-from tasks_lib.errors import InputDataError
+from tasks_lib.records import ScoreCard
 from tasks_lib.sandbox.base import Language, Mount, SandboxSpec, evaluator_spec
 from tasks_lib.settings import PROJECT_ROOT
 from tasks_lib.taskspec import TaskSpec
@@ -23,28 +23,22 @@ PACKAGES = ("flows", "tasks_lib", "evaluators", "expectations")
 CARD, SCORE = "task_card.json", "score_card.json"
 
 
-class ProductScore(Frozen):
-    """What the evaluator cell returns to the harness."""
-
-    task_score: float = Field(description="Primary metric after policy.")
-    s4: float = Field(description="Inference completeness stage score.")
-    s5: float = Field(description="Submission validity stage score.")
-    metrics: dict[str, float] = Field(description="Task-level metric values.")
-    validation_ok: bool = Field(description="The submission passed the track's suite.")
-    card_json: str = Field(description="The full score card (JSON).")
+class EvaluatorCellError(RuntimeError):
+    """The evaluator sandbox failed (our bug or our environment's: kits never raise on a bad
+    submission, they score it by policy)."""
 
 
-def score_in_process(card: TaskSpec, pool_url: str, submission: str) -> str:
-    """Score ``submission`` against the pool; the score card as JSON (runs inside the sandbox)."""
-    from tasks_lib.imaging import steps
-    from tasks_lib.imaging.pool import read_manifest
+def score_in_process(card: TaskSpec, pool_url: str, submission: Path,
+                     run_id: str | None) -> ScoreCard:
+    """The kit's product score of ``submission`` (runs inside the sandbox).
 
-    manifest = read_manifest(pool_url)
-    rows = steps.inspect.fn(submission, manifest)
-    validation = steps.validate.fn(card.track.value, rows)
-    per_case = steps.case_metrics.fn(card, submission, pool_url, manifest, rows, False)
-    extra = steps.dataset_metrics.fn(submission, pool_url, manifest, rows)
-    return steps.assemble.fn(card, manifest, rows, per_case, extra, validation).model_dump_json()
+    Dask is off: the evaluator sandbox is one memory-capped process tree without a scheduler
+    (the values are the same either way).
+    """
+    from tasks_lib.imaging.kit import imaging_kit
+
+    return imaging_kit(card.track).score_folder(card, pool_url, submission, run_id,
+                                                use_dask=False)
 
 
 def evaluator_sandbox_spec(pool_dir: Path, submission: Path, output: Path,
@@ -61,34 +55,43 @@ def evaluator_sandbox_spec(pool_dir: Path, submission: Path, output: Path,
 
 
 def run_evaluator(sandbox_factory: type, card: TaskSpec, pool_dir: Path, submission: Path,
-                  output: Path, forbidden: list[str], timeout_s: float = 900) -> ProductScore:
-    """Score in a fresh evaluator sandbox built by ``sandbox_factory`` (a backend class)."""
-    from tasks_lib.imaging.types import ScoreCard
+                  forbidden: list[str], run_id: str | None,
+                  timeout_s: float = 900) -> ScoreCard:
+    """Score in a fresh evaluator sandbox built by ``sandbox_factory`` (a backend class).
 
-    output.mkdir(parents=True, exist_ok=True)
-    submission.mkdir(parents=True, exist_ok=True)
-    (output / CARD).write_text(card.model_dump_json(), encoding="utf-8")
-    sandbox = sandbox_factory(evaluator_sandbox_spec(pool_dir, submission, output, forbidden))
-    try:
-        result = sandbox.execute(Language.BASH, f"cd /output && {sys.executable} -m "
-                                 f"tasks_lib.harness.evaluate /output/{CARD} /pool /submission "
-                                 f"/output/{SCORE}", timeout_s)
-    finally:
-        sandbox.close()
-    if result.exit_code != 0 or not (output / SCORE).is_file():
-        raise InputDataError(str(submission), f"evaluator cell failed (exit {result.exit_code}):"
-                                              f"\n{result.stderr[-3000:]}")
-    text = (output / SCORE).read_text(encoding="utf-8")
-    sc = ScoreCard.model_validate_json(text)
-    return ProductScore(task_score=sc.task_score, s4=sc.s4, s5=sc.s5, metrics=sc.metrics,
-                        validation_ok=sc.validation.ok, card_json=text)
+    ``/output`` is a fresh temporary folder; nothing is written next to the submission. A
+    missing submission folder is scored as an empty one.
+
+    Raises:
+        EvaluatorCellError: The sandboxed scorer exited non-zero or wrote no card.
+    """
+    with tempfile.TemporaryDirectory(prefix="medflows-eval-") as tmp:
+        output, empty = Path(tmp) / "output", Path(tmp) / "empty"
+        output.mkdir()
+        empty.mkdir()
+        folder = submission if submission.is_dir() else empty
+        (output / CARD).write_text(card.model_dump_json(), encoding="utf-8")
+        spec = evaluator_sandbox_spec(pool_dir, folder, output, forbidden)
+        sandbox = sandbox_factory(spec)
+        try:
+            result = sandbox.execute(Language.BASH, f"cd /output && {sys.executable} -m "
+                                     f"tasks_lib.harness.evaluate /output/{CARD} /pool "
+                                     f"/submission /output/{SCORE} {shlex.quote(run_id or '')}",
+                                     timeout_s)
+        finally:
+            sandbox.close()
+        if result.exit_code != 0 or not (output / SCORE).is_file():
+            raise EvaluatorCellError(f"evaluator cell failed on {submission} (exit "
+                                     f"{result.exit_code}):\n{result.stderr[-3000:]}")
+        return ScoreCard.model_validate_json((output / SCORE).read_text(encoding="utf-8"))
 
 
 def main(argv: list[str]) -> None:
-    """``python -m tasks_lib.harness.evaluate CARD POOL SUBMISSION OUT``."""
-    card_path, pool, submission, out = argv
+    """``python -m tasks_lib.harness.evaluate CARD POOL SUBMISSION OUT [RUN_ID]``."""
+    card_path, pool, submission, out, *rest = argv
     card = TaskSpec.model_validate_json(Path(card_path).read_text(encoding="utf-8"))
-    Path(out).write_text(score_in_process(card, pool, submission), encoding="utf-8")
+    score = score_in_process(card, pool, Path(submission), rest[0] if rest and rest[0] else None)
+    Path(out).write_text(score.model_dump_json(), encoding="utf-8")
 
 
 if __name__ == "__main__":

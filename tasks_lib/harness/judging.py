@@ -1,7 +1,9 @@
 """Model calls of the stage judges and the error-code coder, with a judgement cache.
 
-Judgements are cached in storage under ``judges/<key>.json`` where the key hashes (rubric
-version, trace digest, judge model, stage). A failed judgement (provider error, unparseable
+The judges read only the stored trace (:func:`tasks_lib.harness.trace.load_trace`): the
+conversation, the capped ``plan.md`` copy and the workspace file list. Judgements are cached in
+storage under ``judges/<key>.json`` where the key hashes (rubric version, trace digest, judge
+model, stage). A failed judgement (provider error, unparseable
 reply) is recorded as a failure with its reason, never scored 0, and never cached.
 """
 
@@ -9,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Sequence
-from pathlib import Path
 
 import openai
 
@@ -28,8 +29,8 @@ def _short(text: str, limit: int = PART_CHARS) -> str:
     return text if len(text) <= limit else f"{text[: limit // 2]}\n...\n{text[-limit // 2:]}"
 
 
-def trace_digest(messages: Sequence[ChatMessage], workspace: Path) -> str:
-    """Condensed trace for judges: turns, code, clipped tool output, and ``plan.md``."""
+def trace_digest(messages: Sequence[ChatMessage], plan: str | None) -> str:
+    """Condensed trace for judges: turns, code, clipped tool output, and the stored ``plan.md``."""
     parts: list[str] = []
     for m in messages:
         if m.role is Role.ASSISTANT:
@@ -37,17 +38,10 @@ def trace_digest(messages: Sequence[ChatMessage], workspace: Path) -> str:
             parts += [f"[call {c.name}] {_short(c.arguments)}" for c in m.tool_calls]
         elif m.role is Role.TOOL:
             parts.append(f"[result] {_short(m.content or '')}")
-    plan = workspace / "plan.md"
-    if plan.is_file() and not plan.is_symlink():
-        parts.append(f"[file plan.md]\n{_short(plan.read_text(errors='replace'), 4000)}")
+    if plan is not None:
+        parts.append(f"[file plan.md]\n{_short(plan, 4000)}")
     text = "\n".join(parts)
     return _short(text, DIGEST_CHARS)
-
-
-def workspace_files(workspace: Path) -> list[str]:
-    """Relative paths of the regular files in the workspace, sorted."""
-    return sorted(str(p.relative_to(workspace)) for p in workspace.rglob("*")
-                  if p.is_file() and not p.is_symlink())
 
 
 def _ask(completion: CompletionFn, model: str, prompt: list[tuple[str, str]]) -> str:

@@ -2,16 +2,13 @@
 
 Each recipe is the source of ``/workspace/method.py``: ``python method.py --pilot`` processes the
 first case and prints checks, ``python method.py`` processes every case into
-``/workspace/submission``. Only packages installed in the sandbox's interpreter are used.
+``/workspace/submission``. Only packages installed in the sandbox's interpreter are used. Each
+track's kit names its recipe (``TrackKit.recipe``).
 """
 
 from __future__ import annotations
 
-from evaluators.registry import Registry
-
-RECIPES: Registry[str] = Registry("scripted recipe")
-
-RECIPES.add("segmentation", '''\
+SEGMENTATION = '''\
 """Multi-Otsu tissue classification of T1 volumes: GM = 1, WM = 2."""
 import glob, os, sys
 import nibabel as nib
@@ -39,9 +36,9 @@ for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
     nib.save(nib.Nifti1Image(labels, img.affine), os.path.join(SUB, os.path.basename(path)))
     print(os.path.basename(path), "shape", labels.shape, "input shape", img.shape,
           "values", sorted(np.unique(labels).tolist()))
-''')
+'''
 
-RECIPES.add("enhancement", '''\
+ENHANCEMENT = '''\
 """Total-variation denoising of low-dose images, float32, same shape."""
 import glob, os, sys
 import numpy as np
@@ -58,9 +55,9 @@ for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
     print(os.path.basename(path), "shape", y.shape, "finite", bool(np.isfinite(y).all()),
           "std before/after", round(float(np.std(np.diff(x, axis=0))), 4),
           round(float(np.std(np.diff(y, axis=0))), 4))
-''')
+'''
 
-RECIPES.add("detection", '''\
+DETECTION = '''\
 """Blob detection on PNG slices; bright blobs = hyperintensity (1), dark cores = mass (2)."""
 import glob, json, os, sys
 import numpy as np
@@ -87,9 +84,9 @@ for path in paths[:1] if sys.argv[1:] == ["--pilot"] else paths:
         json.dump({"boxes": boxes, "scores": scores, "labels": labels}, fh)
     ordered = all(b[0] < b[2] and b[1] < b[3] for b in boxes)
     print(name, "boxes", len(boxes), "ordered and inside", ordered, "shape", img.shape)
-''')
+'''
 
-RECIPES.add("vqa", '''\
+VQA = '''\
 """Majority-answer VQA: the most frequent answer of each question type in the brief's
 question set (closed: lesion yes, mass no; count 1; side left)."""
 import csv, os, sys
@@ -107,9 +104,9 @@ with open(os.path.join(SUB, "answers.csv"), "w", newline="", encoding="utf-8") a
     writer.writerow(["question_id", "answer"])
     writer.writerows(answers)
 print("answers", len(answers), "of", len(rows), "format ok", all(a for _, a in answers))
-''')
+'''
 
-RECIPES.add("report_generation", '''\
+REPORT_GENERATION = '''\
 """Template reports: one finding sentence per bright or dark blob and an impression line."""
 import csv, glob, os, sys
 import numpy as np
@@ -136,4 +133,4 @@ with open(os.path.join(SUB, "reports.csv"), "w", newline="", encoding="utf-8") a
     writer.writerow(["case_id", "report"])
     writer.writerows(rows)
 print("reports", len(rows), "pilot report:", rows[0][1] if rows else "none")
-''')
+'''

@@ -1,24 +1,20 @@
-"""The ledger row of a cell: ``RunRow`` + an append-only ``ScoreRow``, and the printed report."""
+"""A cell's run record (what execute stores) and the printed report (run record + score card)."""
 
 from __future__ import annotations
 
-import json
-
 from pydantic import Field
 
-from evaluators.judges.error_codes import Coding, ErrorCode
-from evaluators.judges.stages import load_weights
+from evaluators.judges.error_codes import ErrorCode
 from tasks_lib.domain import Frozen, RunStatus, Tier
-from tasks_lib.harness.cell import CellPlan, CellScores, Execution, StageScores
-from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import RunRow, ScoreRow
+from tasks_lib.harness.cell import CellPlan, Execution, StageScores
+from tasks_lib.harness.trace import CONVERSATION, EVENTS
+from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.pricing import price_snapshot
-
-HARNESS_VERSION = "harness-1"
+from tasks_lib.records import SUBMISSION, TRACE, RunRecord, ScoreCard, card_key, run_store
 
 
 class CellReport(Frozen):
-    """The ledger row of one run, as printed by ``medflows run cell --json``."""
+    """One run's record and score card, as printed by ``medflows run cell --json``."""
 
     run_id: str = Field(description="Run id.")
     agent_id: str = Field(description="Agent.")
@@ -43,18 +39,11 @@ class CellReport(Frozen):
     cost_usd: float | None = Field(description="Cost from the price snapshot (None: unpriced).")
     trace_url: str = Field(description="trace.jsonl location.")
     conversation_url: str = Field(description="conversation.json location.")
-    submission_url: str = Field(description="Submission folder.")
-    score_url: str = Field(description="Full score record (card, judges, codes).")
-    evaluator_version: str = Field(description="Key of the score row.")
+    submission_url: str = Field(description="Stored submission folder.")
+    score_url: str | None = Field(description="Stored score card (None: the run was not scored, "
+                                              "e.g. it ended in error).")
+    evaluator_version: str | None = Field(description="Key of the score row (None: unscored).")
     error: str | None = Field(description="Provider error that ended the run, if any.")
-
-
-class ScoreRecord(Frozen):
-    """``score.json`` beside the trace: everything scoring produced for the run."""
-
-    card: dict[str, object] | None = Field(description="Imaging score card (None: not scored).")
-    coding: Coding = Field(description="Error-code coder output.")
-    judge_errors: dict[str, str] = Field(description="Stage → judge failure reason.")
 
 
 def cost(execution: Execution) -> float | None:
@@ -65,59 +54,52 @@ def cost(execution: Execution) -> float | None:
                                  execution.output_tokens)
 
 
-def evaluator_version(plan: CellPlan) -> str:
-    """Score-row key: harness, weights and judge versions."""
-    from tasks_lib.imaging.types import EVALUATOR_VERSION
-
-    return (f"{HARNESS_VERSION}+{EVALUATOR_VERSION}+{load_weights().version}"
-            f"+judge:{plan.judge_model}")
-
-
-def build_report(plan: CellPlan, execution: Execution, scores: CellScores) -> CellReport:
-    """Assemble the report and write the full score record next to the trace."""
-    record = ScoreRecord(card=json.loads(scores.card_json) if scores.card_json else None,
-                         coding=scores.coding, judge_errors=scores.judge_errors)
-    score_path = plan.run_dir / "score.json"
-    score_path.write_text(record.model_dump_json(indent=1), encoding="utf-8")
-    return CellReport(
-        run_id=plan.run_id, agent_id=plan.agent.agent_id, task_id=plan.task_id, tier=plan.tier,
-        replicate=plan.replicate, sandbox=plan.backend.value, status=execution.status,
-        stages=scores.stages, agentic=scores.agentic, task_score=scores.task_score,
-        overall=scores.overall, metrics=scores.metrics, error_codes=scores.coding.fired,
-        dominant_error=scores.coding.dominant, judge_errors=scores.judge_errors,
+def run_record(plan: CellPlan, execution: Execution) -> RunRecord:
+    """The run record of an executed cell (the pool identified by its manifest)."""
+    manifest = read_manifest(str(plan.pool_dir))
+    return RunRecord(
+        run_id=plan.run_id, agent=plan.agent, task_id=plan.task_id, track=plan.track,
+        tier=plan.tier, replicate=plan.replicate, status=execution.status,
+        pool_url=str(plan.pool_dir), pool_id=manifest.task_id, pool_version=manifest.version,
+        pool_hash=manifest.content_hash, n_items=len(manifest.cases), turns=execution.turns,
+        wall_time_s=round(execution.wall_time_s, 3), input_tokens=execution.input_tokens,
+        output_tokens=execution.output_tokens, cost_usd=cost(execution),
+        sandbox=plan.backend.value, judge_model=plan.judge_model,
+        end=None if execution.end is None else execution.end.value,
         violations=[f"{v.kind.value}: {v.evidence}" for v in execution.violations],
-        turns=execution.turns, wall_time_s=round(execution.wall_time_s, 3),
-        input_tokens=execution.input_tokens, output_tokens=execution.output_tokens,
-        cost_usd=cost(execution), trace_url=str(plan.run_dir / "trace.jsonl"),
-        conversation_url=str(plan.run_dir / "conversation.json"),
-        submission_url=str(plan.workspace / "submission"), score_url=str(score_path),
-        evaluator_version=evaluator_version(plan), error=execution.error)
+        error=execution.error)
 
 
-def write_ledger(report: CellReport, url: str | None = None) -> None:
-    """Upsert the run row and append the score row."""
-    store.upsert_run(RunRow(
-        run_id=report.run_id, agent_id=report.agent_id, task_id=report.task_id,
-        tier=report.tier.value, replicate=report.replicate, status=report.status.value,
-        turns=report.turns, wall_time_s=report.wall_time_s, input_tokens=report.input_tokens,
-        output_tokens=report.output_tokens, cost_usd=report.cost_usd,
-        submission_url=report.submission_url, trace_url=report.trace_url,
-        error_codes=store.dumps([c.value for c in report.error_codes])), url)
-    store.append_score(ScoreRow(
-        run_id=report.run_id, evaluator_version=report.evaluator_version,
-        task_score=report.task_score, metrics_json=store.dumps(report.metrics),
-        stages_json=store.dumps(report.stages.model_dump()), agentic=report.agentic,
-        overall=report.overall, card_url=report.score_url), url)
+def _stages(card: ScoreCard | None) -> StageScores:
+    if card is None:
+        return StageScores(s1=None, s2=None, s3=None, s4=None, s5=None)
+    return StageScores.model_validate(card.stages)
 
 
+def build_report(run: RunRecord, card: ScoreCard | None) -> CellReport:
+    """The printed report of a run and its score card (None: not scored)."""
+    where = run_store(run.run_id)
+    coding = None if card is None else card.coding
+    return CellReport(
+        run_id=run.run_id, agent_id=run.agent.agent_id, task_id=run.task_id, tier=run.tier,
+        replicate=run.replicate, sandbox=run.sandbox or "", status=run.status,
+        stages=_stages(card), agentic=None if card is None else card.agentic,
+        task_score=None if card is None else card.task_score,
+        overall=None if card is None else card.overall,
+        metrics={} if card is None else card.metrics,
+        error_codes=[] if coding is None else coding.fired,
+        dominant_error=None if coding is None else coding.dominant,
+        judge_errors={} if card is None else card.judge_errors, violations=run.violations,
+        turns=run.turns or 0, wall_time_s=run.wall_time_s or 0.0,
+        input_tokens=run.input_tokens or 0, output_tokens=run.output_tokens or 0,
+        cost_usd=run.cost_usd, trace_url=where.url(f"{TRACE}/{EVENTS}"),
+        conversation_url=where.url(f"{TRACE}/{CONVERSATION}"),
+        submission_url=where.url(SUBMISSION),
+        score_url=None if card is None else where.url(card_key(card.evaluator_version)),
+        evaluator_version=None if card is None else card.evaluator_version, error=run.error)
 
 
-def record_execution(plan: CellPlan, execution: Execution, url: str | None = None) -> None:
-    """Ledger the run as soon as the agent stops (cost is kept even if scoring fails later)."""
-    store.upsert_run(RunRow(
-        run_id=plan.run_id, agent_id=plan.agent.agent_id, task_id=plan.task_id,
-        tier=plan.tier.value, replicate=plan.replicate, status=execution.status.value,
-        turns=execution.turns, wall_time_s=round(execution.wall_time_s, 3),
-        input_tokens=execution.input_tokens, output_tokens=execution.output_tokens,
-        cost_usd=cost(execution), submission_url=str(plan.workspace / "submission"),
-        trace_url=str(plan.run_dir / "trace.jsonl")), url)
+def build_reports(runs: list[RunRecord], cards: list[ScoreCard]) -> list[CellReport]:
+    """One report per run, each with its card (matched by run id) if it was scored."""
+    by_run = {c.run_id: c for c in cards}
+    return [build_report(r, by_run.get(r.run_id)) for r in runs]

@@ -9,7 +9,6 @@ from collections.abc import Callable
 
 from evaluators.registry import Registry
 from tasks_lib.harness.policies import ScriptedPolicy
-from tasks_lib.harness.recipes import RECIPES
 
 Step = tuple[str, str, str]
 
@@ -40,16 +39,12 @@ fig.savefig("/workspace/plan.png", dpi=80, bbox_inches="tight")
 print("plan.png written")
 """
 
-METHOD_NAMES = {"segmentation": "multi-Otsu tissue classification",
-                "enhancement": "total-variation denoising", "detection": "LoG blob detection",
-                "vqa": "majority answers per question type",
-                "report_generation": "template reports from blob findings"}
-
-
 def baseline_steps(track: str) -> list[Step]:
-    """S1–S5 of the honest baseline for ``track``."""
-    recipe = RECIPES.get(track)
-    plan = PLAN.format(track=track, method_name=METHOD_NAMES[track])
+    """S1–S5 of the honest baseline for ``track`` (its kit supplies the method)."""
+    from tasks_lib.tracks.base import kit_for
+
+    method_name, recipe = kit_for(track).recipe()
+    plan = PLAN.format(track=track, method_name=method_name)
     write_plan = (f"open('/workspace/plan.md', 'w').write({json.dumps(plan)})\n"
                   "print('plan.md written')")
     write_method = f"open('/workspace/method.py', 'w').write({json.dumps(recipe)})\nprint('ok')"

@@ -1,23 +1,39 @@
-"""Run traces: ``conversation.json`` (messages) and ``trace.jsonl`` (events), secrets redacted.
+"""Run traces under ``runs/<run_id>/trace/``, secrets redacted.
+
+``conversation.json`` (messages), ``trace.jsonl`` (events), ``workspace.json`` (the sorted
+regular files of the workspace when the agent stopped) and ``plan.md`` (a size-capped copy of
+the agent's plan). Together with the submission they are everything the judges and the
+error-code rules read, so a run re-scores from storage alone (:func:`load_trace`).
 
 Secrets are every environment value whose name looks like a credential (KEY, TOKEN, SECRET,
 PASSWORD, CREDENTIAL) plus anything shaped like a provider key or bearer token. Redaction is
-applied when a record is written, so neither file can ever hold them.
+applied when a record is written, so no trace file can ever hold them.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
+import stat
 import time
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from tasks_lib.domain import Frozen
 from tasks_lib.harness.messages import ChatMessage
+from tasks_lib.storage import Storage
+
+CONVERSATION = "conversation.json"
+EVENTS = "trace.jsonl"
+WORKSPACE = "workspace.json"
+PLAN = "plan.md"
+PLAN_CAP = 64 * 1024
+"""Bytes of the workspace's ``plan.md`` kept in the trace (the judges see at most 4 000 chars)."""
+_FILES = TypeAdapter(list[str])
 
 REDACTED = "[REDACTED]"
 _SECRET_NAME = re.compile(r"API_?KEY|TOKEN|SECRET|PASSWORD|CREDENTIAL|AUTH", re.I)
@@ -61,15 +77,46 @@ class TraceEvent(Frozen):
         description="Event fields (flat, scalar).")
 
 
-class TraceRecorder:
-    """Collects messages and events for one run and writes them redacted into ``run_dir``."""
+def workspace_files(folder: Path) -> list[str]:
+    """Relative paths of the regular files below ``folder``, sorted (symlinks not followed)."""
+    out = []
+    for dirpath, _dirs, files in os.walk(folder):
+        for name in files:
+            path = Path(dirpath) / name
+            if stat.S_ISREG(path.lstat().st_mode):
+                out.append(str(path.relative_to(folder)))
+    return sorted(out)
 
-    def __init__(self, run_dir: Path, secrets: list[str] | None = None) -> None:
-        self.run_dir = run_dir
+
+def read_head(path: Path, cap: int) -> bytes | None:
+    """The first ``cap`` bytes of a regular file (None: absent, a symlink or a special file).
+
+    Opened without following symlinks and without blocking, so an agent's FIFO or link cannot
+    stall or redirect the read.
+    """
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:  # a symlink
+            return None
+        raise
+    with os.fdopen(fd, "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None
+        return fh.read(cap)
+
+
+class TraceRecorder:
+    """Collects messages and events for one run and writes them redacted into ``trace_dir``."""
+
+    def __init__(self, trace_dir: Path, secrets: list[str] | None = None) -> None:
+        self.trace_dir = trace_dir
         self.secrets = secret_values() if secrets is None else secrets
         self.messages: list[ChatMessage] = []
         self.events: list[TraceEvent] = []
-        run_dir.mkdir(parents=True, exist_ok=True)
+        trace_dir.mkdir(parents=True, exist_ok=True)
 
     def message(self, message: ChatMessage) -> ChatMessage:
         """Record (and return) a message, redacted."""
@@ -82,17 +129,48 @@ class TraceRecorder:
         """Append one event to the trace (flushed to ``trace.jsonl`` immediately)."""
         event = TraceEvent(at=time.time(), kind=kind, turn=turn, detail=detail)
         self.events.append(event)
-        with (self.run_dir / "trace.jsonl").open("a", encoding="utf-8") as fh:
+        with (self.trace_dir / EVENTS).open("a", encoding="utf-8") as fh:
             fh.write(self._clean(event.model_dump_json()) + "\n")
 
     def write_conversation(self, meta: BaseModel) -> Path:
         """Write ``conversation.json`` (metadata + messages) and return its path."""
-        path = self.run_dir / "conversation.json"
+        path = self.trace_dir / CONVERSATION
         body = {"meta": meta.model_dump(mode="json"),
                 "messages": [m.model_dump(mode="json") for m in self.messages]}
         path.write_text(self._clean(json.dumps(body, indent=1)), encoding="utf-8")
         return path
 
+    def write_workspace(self, workspace: Path) -> None:
+        """Write ``workspace.json`` (file list) and the capped ``plan.md`` copy, if any."""
+        files = workspace_files(workspace) if workspace.is_dir() else []
+        (self.trace_dir / WORKSPACE).write_text(self._clean(json.dumps(files, indent=1)),
+                                                encoding="utf-8")
+        plan = read_head(workspace / PLAN, PLAN_CAP)
+        if plan is not None:
+            text = plan.decode("utf-8", errors="replace")
+            (self.trace_dir / PLAN).write_text(self._clean(text), encoding="utf-8")
+
     def _clean(self, text: str) -> str:
         escaped = [json.dumps(s)[1:-1] for s in self.secrets]
         return redact(text, sorted({*self.secrets, *escaped}, key=len, reverse=True))
+
+
+class StoredTrace(Frozen):
+    """What scoring reads from a run's ``trace/`` folder."""
+
+    messages: list[ChatMessage] = Field(description="The conversation, redacted.")
+    files: list[str] = Field(description="Workspace files when the agent stopped, sorted.")
+    plan: str | None = Field(description="The capped copy of plan.md (None: none written).")
+
+    @property
+    def submission_files(self) -> list[str]:
+        """Files the agent left under ``submission/``, relative to it."""
+        return [f.removeprefix("submission/") for f in self.files if f.startswith("submission/")]
+
+
+def load_trace(trace: Storage) -> StoredTrace:
+    """Read ``conversation.json``, ``workspace.json`` and ``plan.md`` from a trace folder."""
+    body = trace.read_json(CONVERSATION)
+    return StoredTrace(messages=[ChatMessage.model_validate(m) for m in body["messages"]],
+                       files=_FILES.validate_json(trace.read_bytes(WORKSPACE)),
+                       plan=trace.read_text(PLAN) if trace.exists(PLAN) else None)

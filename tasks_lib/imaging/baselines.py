@@ -23,7 +23,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
-from tasks_lib.domain import Track
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import Lesion, LesionClass
 from tasks_lib.imaging.reports import describe
@@ -115,8 +114,8 @@ def _public(pool: Storage, key: str) -> bytes:
     return pool.read_bytes(f"public/{key}")
 
 
-def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry) -> bytes:
-    seg = m.track == Track.SEGMENTATION
+def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry,
+                seg: bool) -> bytes:
     if kind == BaselineKind.PERFECT:
         return pool.read_bytes(f"private/{c.reference}")
     img = (codecs.nifti_array(codecs.nifti_load(_public(pool, c.image))).astype(np.float64)
@@ -149,8 +148,7 @@ def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:
     return json.dumps(obj).encode()
 
 
-def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage) -> bytes:
-    vqa = m.track == Track.VQA
+def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage, vqa: bool) -> bytes:
     detected: dict[str, list[Lesion]] = {}
     rows = []
     for n, c in enumerate(m.cases):
@@ -175,14 +173,46 @@ def _text_table(kind: BaselineKind, m: PoolManifest, pool: Storage) -> bytes:
     return codecs.csv_bytes(header, rows)
 
 
-def baseline_files(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
-    """``(file name, bytes)`` of a baseline submission for the pool."""
+BaselineFiles = Callable[[BaselineKind, str, PoolManifest], list[tuple[str, bytes]]]
+"""``(kind, pool URL, manifest) → [(file name, bytes)]``: a kit's baseline writer."""
+
+
+def label_map_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest
+                       ) -> list[tuple[str, bytes]]:
+    """One NIfTI label map per case (segmentation)."""
     pool = Storage(pool_url)
-    if m.track in (Track.VQA, Track.REPORT_GENERATION):
-        return [(m.cases[0].output, _text_table(kind, m, pool))]
-    if m.track == Track.DETECTION:
-        return [(c.output, _detection_case(kind, pool, c)) for c in m.cases]
-    return [(c.output, _array_case(kind, m, pool, c)) for c in m.cases]
+    return [(c.output, _array_case(kind, m, pool, c, seg=True)) for c in m.cases]
+
+
+def image_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
+    """One restored NPY image per case (enhancement)."""
+    pool = Storage(pool_url)
+    return [(c.output, _array_case(kind, m, pool, c, seg=False)) for c in m.cases]
+
+
+def boxes_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
+    """One boxes JSON per image (detection)."""
+    pool = Storage(pool_url)
+    return [(c.output, _detection_case(kind, pool, c)) for c in m.cases]
+
+
+def answers_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest
+                     ) -> list[tuple[str, bytes]]:
+    """One answers CSV (VQA)."""
+    return [(m.cases[0].output, _text_table(kind, m, Storage(pool_url), vqa=True))]
+
+
+def reports_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest
+                     ) -> list[tuple[str, bytes]]:
+    """One reports CSV (report generation)."""
+    return [(m.cases[0].output, _text_table(kind, m, Storage(pool_url), vqa=False))]
+
+
+def baseline_files(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
+    """``(file name, bytes)`` of a baseline submission for the pool (its track's kit writes it)."""
+    from tasks_lib.imaging.kit import imaging_kit
+
+    return imaging_kit(m.track).baseline(kind, pool_url, m)
 
 
 def write_submission(files: list[tuple[str, bytes]], out: Path) -> Path:

@@ -1,32 +1,36 @@
-"""Imaging pools on storage: ``DIR/public/...`` (agent view), ``DIR/private/...`` (references),
-``DIR/manifest.json``; task-card lookup across the imaging tracks."""
+"""Imaging pools on storage, versioned like every pool: ``pools/<task_id>/vN/`` holds
+``public/...`` (agent view), ``private/...`` (references) and ``manifest.json``.
+
+A build whose content equals a published version reuses that version; anything else becomes the
+next version. Execute and score never build a pool: a missing one is the user's to build.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
-from evaluators.registry import UnknownNameError
-from tasks_lib.domain import Track
+from evaluators.core import InputDataError, Track
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
+from tasks_lib.ledger import store
+from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec, cards_dir, list_cards, load_card
+from tasks_lib.taskspec import TaskSpec, find_card, list_cards
 
-IMAGING_TRACKS = (Track.SEGMENTATION, Track.ENHANCEMENT, Track.DETECTION, Track.VQA,
-                  Track.REPORT_GENERATION)
 MANIFEST = "manifest.json"
 
 
 def imaging_task_ids() -> list[str]:
     """Every imaging task id shipped in ``datasets/``."""
-    return [tid for track in IMAGING_TRACKS for tid in list_cards(track)]
+    from tasks_lib.imaging.kit import imaging_tracks
+
+    return [tid for track in imaging_tracks() for tid in list_cards(Track(track))]
 
 
 def load_task(task_id: str) -> TaskSpec:
     """The card of an imaging task, whatever its track; unknown ids list the known ones."""
-    for track in IMAGING_TRACKS:
-        if (cards_dir(track) / task_id / "task.yaml").is_file():
-            return load_card(track, task_id)
-    raise UnknownNameError("imaging task", task_id, imaging_task_ids())
+    from tasks_lib.imaging.kit import imaging_tracks
+
+    return find_card(task_id, [Track(t) for t in imaging_tracks()])
 
 
 def card_digest(card: TaskSpec) -> str:
@@ -34,9 +38,38 @@ def card_digest(card: TaskSpec) -> str:
     return hashlib.sha256(card.model_dump_json().encode()).hexdigest()
 
 
-def default_pool_url(task_id: str) -> str:
-    """Where a task's pool lives when no ``--pool``/``--out`` is given."""
-    return Storage.from_settings().url(f"pools/imaging/{task_id}")
+def content_hash(artifacts: list[Artifact]) -> str:
+    """SHA-256 over every pool file (key + bytes), in key order."""
+    digest = hashlib.sha256()
+    for art in sorted(artifacts, key=lambda a: (a.visibility.value, a.key)):
+        key = f"{art.visibility.value}/{art.key}"
+        digest.update(key.encode() + b"\0" + hashlib.sha256(art.data).digest())
+    return digest.hexdigest()
+
+
+def version_for(task_id: str, digest: str) -> int:
+    """The published version with this content, else the next version number."""
+    found = store.find_pool_by_hash(task_id, digest)
+    return found.version if found is not None else store.next_pool_version(task_id)
+
+
+def versioned_url(task_id: str, version: int) -> str:
+    """``pools/<task_id>/v<version>`` under the storage root."""
+    return Storage.from_settings().url(f"pools/{task_id}/v{version}")
+
+
+def latest_pool_url(task_id: str) -> str:
+    """Root URL of the newest published version of ``task_id``'s pool.
+
+    Raises:
+        InputDataError: no version was built (names the command that builds one).
+    """
+    rows = store.pools(pool_id=task_id, kind="pool")
+    if not rows:
+        raise InputDataError(f"pool {task_id}", "not built yet; build it with: medflows pool "
+                                                f"build imaging --task {task_id}")
+    newest = max(rows, key=lambda r: r.version)
+    return newest.manifest_url.removesuffix(f"/{MANIFEST}")
 
 
 def brief(card: TaskSpec, cases: list[CaseEntry]) -> str:
@@ -48,25 +81,35 @@ def brief(card: TaskSpec, cases: list[CaseEntry]) -> str:
 
 
 def write_pool(pool_url: str, card: TaskSpec, artifacts: list[Artifact], cases: list[CaseEntry],
-               labels: list[int], classes: dict[int, str], deid: DeidRecord) -> PoolManifest:
+               labels: list[int], classes: dict[int, str], deid: DeidRecord,
+               version: int = 1) -> PoolManifest:
     """Write every artifact under its prefix, then the manifest (last, so a pool is complete)."""
-    store = Storage(pool_url)
-    digest = hashlib.sha256()
-    for art in sorted(artifacts, key=lambda a: (a.visibility.value, a.key)):
-        key = f"{art.visibility.value}/{art.key}"
-        store.write_bytes(key, art.data)
-        digest.update(key.encode() + b"\0" + hashlib.sha256(art.data).digest())
-    store.write_text("public/brief.md", brief(card, cases))
-    manifest = PoolManifest(task_id=card.task_id, track=card.track, card_digest=card_digest(card),
-                            content_hash=digest.hexdigest(), cases=cases, labels=labels,
-                            classes=classes, deid=deid)
-    store.write_json(MANIFEST, manifest)
+    pool = Storage(pool_url)
+    for art in artifacts:
+        pool.write_bytes(f"{art.visibility.value}/{art.key}", art.data)
+    pool.write_text("public/brief.md", brief(card, cases))
+    manifest = PoolManifest(task_id=card.task_id, track=card.track, version=version,
+                            card_digest=card_digest(card), content_hash=content_hash(artifacts),
+                            cases=cases, labels=labels, classes=classes, deid=deid)
+    pool.write_json(MANIFEST, manifest)
     return manifest
 
 
+def record_pool(pool_url: str, manifest: PoolManifest) -> None:
+    """Ledger the published version (idempotent for the same content)."""
+    store.record_pool(PoolRow(pool_id=manifest.task_id, version=manifest.version,
+                              track=manifest.track.value, content_hash=manifest.content_hash,
+                              manifest_url=f"{pool_url.rstrip('/')}/{MANIFEST}",
+                              n_items=len(manifest.cases)))
+
+
 def read_manifest(pool_url: str) -> PoolManifest:
-    """The manifest of a built pool."""
-    return PoolManifest.model_validate_json(Storage(pool_url).read_text(MANIFEST))
+    """The manifest of a built pool (a missing one names the build command)."""
+    pool = Storage(pool_url)
+    if not pool.exists(MANIFEST):
+        raise InputDataError(pool.url(MANIFEST), "no pool here; build one with: medflows pool "
+                                                 "build imaging --task TASK")
+    return PoolManifest.model_validate_json(pool.read_text(MANIFEST))
 
 
 def pool_exists(pool_url: str) -> bool:

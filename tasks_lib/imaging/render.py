@@ -1,5 +1,5 @@
 """Render a card into pool files: public view (inputs, brief, sample submission) and private
-references, one renderer per source kind (registered, never discovered)."""
+references; each imaging track kit names its renderer."""
 
 from __future__ import annotations
 
@@ -9,7 +9,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from evaluators.registry import Registry
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import CLASS_NAMES, LesionCase, lesion_cases
 from tasks_lib.imaging.reports import reference_report
@@ -37,10 +36,9 @@ class Rendered(NamedTuple):
 
 
 Renderer = Callable[[TaskSpec], Rendered]
-RENDERERS: Registry[Renderer] = Registry("imaging renderer")
+"""A track kit's renderer: card → public inputs, private references and expected cases."""
 
 
-@RENDERERS.register("segmentation")
 def render_segmentation(card: TaskSpec) -> Rendered:
     """NIfTI inputs and label maps from the MNI tissue generator."""
     src = card.source
@@ -64,7 +62,6 @@ def render_segmentation(card: TaskSpec) -> Rendered:
     return Rendered(cases, arts, list(src.labels), {1: "grey matter", 2: "white matter"})
 
 
-@RENDERERS.register("enhancement")
 def render_enhancement(card: TaskSpec) -> Rendered:
     """NPY degraded inputs (low-dose CT or truncated k-space) and clean references."""
     src = card.source
@@ -99,7 +96,6 @@ def _classes() -> dict[int, str]:
     return {int(k): v for k, v in CLASS_NAMES.items()}
 
 
-@RENDERERS.register("detection")
 def render_detection(card: TaskSpec) -> Rendered:
     """PNG images and per-image JSON reference boxes."""
     cases, arts = [], []
@@ -115,7 +111,6 @@ def render_detection(card: TaskSpec) -> Rendered:
     return Rendered(cases, arts, [], _classes())
 
 
-@RENDERERS.register("vqa")
 def render_vqa(card: TaskSpec) -> Rendered:
     """PNG images, ``questions.csv`` (public) and one reference answer per question (private)."""
     cases, arts, rows = [], [], []
@@ -133,7 +128,6 @@ def render_vqa(card: TaskSpec) -> Rendered:
     return Rendered(cases, arts, [], _classes())
 
 
-@RENDERERS.register("report_generation")
 def render_reports(card: TaskSpec) -> Rendered:
     """PNG images and one templated reference report per image (private)."""
     src = card.source

@@ -1,4 +1,5 @@
-"""Per-case metric values, task-level metrics with policy, S4/S5 and the score card.
+"""Imaging scoring helpers the track kits compose: per-case values of the card's metrics,
+dataset-level metrics, S4/S5 and the score card.
 
 Only rows the manifest frame marks valid are read again and scored; every other expected case
 gets the metric's ``missing`` value (stated on its :class:`~evaluators.metrics.MetricSpec`).
@@ -6,29 +7,16 @@ gets the metric's ``missing`` value (stated on its :class:`~evaluators.metrics.M
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 
-from evaluators.detection import Boxes, map_50, map_50_coco
-from evaluators.enhancement import psnr, ssim
+import evaluators.catalog  # noqa: F401  (registers every metric)
+from evaluators.detection import Boxes
 from evaluators.metrics import METRICS, Direction
-from evaluators.registry import Registry
-from evaluators.report_generation import (
-    bleu,
-    finding_f1,
-    label_findings,
-    meteor,
-    prf_counts,
-    report_score,
-    rouge_l,
-)
+from evaluators.report_generation import label_findings, prf_counts
 from evaluators.segmentation import dice_macro
-from evaluators.surface import hd95
-from evaluators.vqa import vqa_exact_match
-from tasks_lib.domain import Track
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.submission import (
     load_image,
@@ -37,14 +25,8 @@ from tasks_lib.imaging.submission import (
     read_text_table,
     safe_read,
 )
-from tasks_lib.imaging.types import (
-    EVALUATOR_VERSION,
-    CaseScore,
-    FrameRow,
-    PoolManifest,
-    ScoreCard,
-    ValidationReport,
-)
+from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationReport
+from tasks_lib.records import CaseScore, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
 
@@ -54,36 +36,43 @@ def missing_values(names: list[str]) -> dict[str, float]:
     return {n: METRICS.get(n).missing for n in names}
 
 
-def seg_case(pred: np.ndarray, ref: np.ndarray, labels: list[int],
-             spacing: list[float]) -> dict[str, float]:
-    """Dice (macro over labels) and HD95 (mean over labels) of one segmentation case."""
-    return {"dice_macro": dice_macro(pred, ref, labels),
-            "hd95": float(np.mean([hd95(pred == lab, ref == lab, spacing) for lab in labels]))}
+def seg_case(pred: np.ndarray, ref: np.ndarray, labels: list[int], spacing: list[float],
+             names: list[str]) -> dict[str, float]:
+    """Requested metrics of one segmentation case: Dice macro over labels; surface distances
+    (hd95, masd) per label, then the mean over labels."""
+    out = {}
+    for name in names:
+        if name == "dice_macro":
+            out[name] = dice_macro(pred, ref, labels)
+        else:
+            fn = METRICS.get(name).fn
+            out[name] = float(np.mean([fn(pred == lab, ref == lab, spacing) for lab in labels]))
+    return out
 
 
 def _ref_bytes(pool: Storage, key: str) -> bytes:
     return pool.read_bytes(f"private/{key}")
 
 
-def score_segmentation(sub: Path, pool: Storage, m: PoolManifest,
-                       valid: list[str]) -> dict[str, dict[str, float]]:
-    """Per-case Dice/HD95 computed in this process (see :mod:`sharding` for Dask)."""
+def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                       names: list[str]) -> dict[str, dict[str, float]]:
+    """Per-case segmentation metrics computed in this process (see :mod:`sharding` for Dask)."""
     out = {}
     for case in (c for c in m.cases if c.case_id in valid):
         pred = load_label_map(safe_read(sub, case.output))
         ref = codecs.nifti_array(codecs.nifti_load(_ref_bytes(pool, case.reference)))
-        out[case.case_id] = seg_case(pred, ref, m.labels, case.spacing)
+        out[case.case_id] = seg_case(pred, ref, m.labels, case.spacing, names)
     return out
 
 
-def score_enhancement(sub: Path, pool: Storage, m: PoolManifest,
-                      valid: list[str]) -> dict[str, dict[str, float]]:
-    """Per-case PSNR/SSIM against the full-dose reference."""
+def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                      names: list[str]) -> dict[str, dict[str, float]]:
+    """Per-case image-quality metrics (psnr, ssim, lncc) against the full-dose reference."""
     out = {}
     for case in (c for c in m.cases if c.case_id in valid):
         pred = load_image(safe_read(sub, case.output))
         ref = codecs.npy_load(_ref_bytes(pool, case.reference))
-        out[case.case_id] = {"psnr": psnr(pred, ref), "ssim": ssim(pred, ref)}
+        out[case.case_id] = {n: float(METRICS.get(n)(pred, ref)) for n in names}
     return out
 
 
@@ -101,12 +90,20 @@ def detection_sets(sub: Path, pool: Storage, m: PoolManifest,
     return preds, refs
 
 
-def score_detection(sub: Path, pool: Storage, m: PoolManifest,
-                    valid: list[str]) -> dict[str, dict[str, float]]:
-    """Per-image AP@0.5 (VOC) on that image alone; the task value is dataset-level."""
+def score_detection(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                    names: list[str]) -> dict[str, dict[str, float]]:
+    """Per-image AP of each requested metric on that image alone; the task values are
+    dataset-level (:func:`detection_task_metrics`)."""
     preds, refs = detection_sets(sub, pool, m, valid)
-    return {c.case_id: {"map_50": map_50([p], [r])}
+    return {c.case_id: {n: float(METRICS.get(n)([p], [r])) for n in names}
             for c, p, r in zip(m.cases, preds, refs, strict=True) if c.case_id in valid}
+
+
+def detection_task_metrics(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                           names: list[str]) -> dict[str, float]:
+    """mAP of each requested metric over the whole set (missing images have no detections)."""
+    preds, refs = detection_sets(sub, pool, m, valid)
+    return {n: float(METRICS.get(n)(preds, refs)) for n in names}
 
 
 def _texts(sub: Path, pool: Storage, m: PoolManifest, valid: list[str], key: str,
@@ -118,38 +115,32 @@ def _texts(sub: Path, pool: Storage, m: PoolManifest, valid: list[str], key: str
             for c in m.cases if c.case_id in valid]
 
 
-def score_vqa(sub: Path, pool: Storage, m: PoolManifest,
-              valid: list[str]) -> dict[str, dict[str, float]]:
-    """Exact match per question."""
-    return {cid: {"vqa_exact_match": vqa_exact_match(pred, ref)}
+def score_vqa(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+              names: list[str]) -> dict[str, dict[str, float]]:
+    """Requested text metrics per question."""
+    return {cid: {n: float(METRICS.get(n)(pred, ref)) for n in names}
             for cid, pred, ref in _texts(sub, pool, m, valid, "question_id", "answer")}
 
 
-def score_reports(sub: Path, pool: Storage, m: PoolManifest,
-                  valid: list[str]) -> dict[str, dict[str, float]]:
-    """BLEU, METEOR, ROUGE-L, finding F1 and their mean per report."""
-    return {cid: {"report_score": report_score(pred, ref), "bleu": bleu(pred, ref),
-                  "meteor": meteor(pred, ref), "rouge_l": rouge_l(pred, ref),
-                  "finding_f1": finding_f1(pred, ref)}
+def score_reports(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                  names: list[str]) -> dict[str, dict[str, float]]:
+    """Requested report metrics (BLEU, METEOR, ROUGE-L, finding F1, their mean) per report."""
+    return {cid: {n: float(METRICS.get(n)(pred, ref)) for n in names}
             for cid, pred, ref in _texts(sub, pool, m, valid, "case_id", "report")}
 
 
-CASE_METRICS: dict[str, list[str]] = {
-    "segmentation": ["dice_macro", "hd95"],
-    "enhancement": ["psnr", "ssim"],
-    "detection": ["map_50"],
-    "vqa": ["vqa_exact_match"],
-    "report_generation": ["report_score", "bleu", "meteor", "rouge_l", "finding_f1"],
-}
-"""Metrics each track computes per case (detection's task-level mAP is dataset-level)."""
-
-CaseScorer = Callable[[Path, Storage, PoolManifest, list[str]], dict[str, dict[str, float]]]
-CASE_SCORERS: Registry[CaseScorer] = Registry("imaging case scorer")
-CASE_SCORERS.add("segmentation", score_segmentation)
-CASE_SCORERS.add("enhancement", score_enhancement)
-CASE_SCORERS.add("detection", score_detection)
-CASE_SCORERS.add("vqa", score_vqa)
-CASE_SCORERS.add("report_generation", score_reports)
+def report_task_metrics(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                        names: list[str]) -> dict[str, float]:
+    """Micro finding precision/recall/F1 over all reports (missed reports: all findings FN)."""
+    tp = fp = fn = 0
+    for _, pred, ref in _texts(sub, pool, m, valid, "case_id", "report"):
+        p, r = label_findings(pred), label_findings(ref)
+        tp, fp, fn = tp + len(p & r), fp + len(p - r), fn + len(r - p)
+    missed = [c for c in m.cases if c.case_id not in valid]
+    fn += sum(len(label_findings(_ref_bytes(pool, c.reference).decode())) for c in missed)
+    micro = prf_counts(tp, fp, fn)
+    return {"finding_precision_micro": micro.precision, "finding_recall_micro": micro.recall,
+            "finding_f1_micro": micro.f1}
 
 
 def per_case_rows(m: PoolManifest, rows: list[FrameRow], values: dict[str, dict[str, float]],
@@ -163,25 +154,6 @@ def per_case_rows(m: PoolManifest, rows: list[FrameRow], values: dict[str, dict[
         out.append(CaseScore(case_id=c.case_id, valid=got is not None, reason=row.reason,
                              values=got if got is not None else missing_values(names)))
     return out
-
-
-def extra_task_metrics(sub: Path, pool: Storage, m: PoolManifest,
-                       valid: list[str]) -> dict[str, float]:
-    """Dataset-level metrics that are not means of per-case values."""
-    if m.track == Track.DETECTION:
-        preds, refs = detection_sets(sub, pool, m, valid)
-        return {"map_50": map_50(preds, refs), "map_50_coco": map_50_coco(preds, refs)}
-    if m.track == Track.REPORT_GENERATION:
-        tp = fp = fn = 0
-        for _, pred, ref in _texts(sub, pool, m, valid, "case_id", "report"):
-            p, r = label_findings(pred), label_findings(ref)
-            tp, fp, fn = tp + len(p & r), fp + len(p - r), fn + len(r - p)
-        missed = [c for c in m.cases if c.case_id not in valid]
-        fn += sum(len(label_findings(_ref_bytes(pool, c.reference).decode())) for c in missed)
-        micro = prf_counts(tp, fp, fn)
-        return {"finding_precision_micro": micro.precision, "finding_recall_micro": micro.recall,
-                "finding_f1_micro": micro.f1}
-    return {}
 
 
 def positive_evidence(card: TaskSpec, metrics: dict[str, float], n_valid: int) -> bool:
@@ -201,41 +173,33 @@ def stage_scores(rows: list[FrameRow], evidence: bool, ok: bool) -> tuple[float,
     return 0.5 * completion + 0.5 * float(all_valid), 0.5 * float(evidence) + 0.5 * float(ok)
 
 
-def score_card(card: TaskSpec, m: PoolManifest, rows: list[FrameRow], per_case: list[CaseScore],
-               extra: dict[str, float], validation: ValidationReport) -> ScoreCard:
-    """Assemble the card: means over cases, dataset-level extras, policy, S4/S5."""
-    names = sorted({k for c in per_case for k in c.values})
-    metrics = {n: float(np.mean([c.values[n] for c in per_case])) for n in names}
-    metrics.update(extra)
-    primary = card.primary_metric
-    task_score, notes = metrics[primary], []
-    if (m.track == Track.SEGMENTATION and card.policy.zero_dice_if_missing
-            and not all(c.valid for c in per_case)):
-        task_score = 0.0
-        notes.append("zero_dice_if_missing: a case is missing or invalid, Dice credit is 0")
-    evidence = positive_evidence(card, metrics, sum(c.valid for c in per_case))
-    s4, s5 = stage_scores(rows, evidence, validation.ok)
-    return ScoreCard(task_id=card.task_id, track=card.track, evaluator_version=EVALUATOR_VERSION,
-                     pool_hash=m.content_hash, task_score=task_score, metrics=metrics, s4=s4,
-                     s5=s5, validation=validation, per_case=per_case, notes=notes)
+class Assembly(NamedTuple):
+    """What the kit hands :func:`score_card`."""
+
+    rows: list[FrameRow]
+    per_case: list[CaseScore]
+    task_metrics: dict[str, float]
+    validation: ValidationReport
+    policy: tuple[float | None, list[str]]
 
 
-def card_markdown(sc: ScoreCard) -> str:
-    """A person-readable summary: headline numbers, failed expectations, invalid cases."""
-    lines = [f"# {sc.task_id} ({sc.track.value}, {sc.evaluator_version})", "",
-             f"task score **{sc.task_score:.4f}**, S4 {sc.s4}, S5 {sc.s5}", "",
-             "| metric | value |", "|---|---|"]
-    lines += [f"| {k} | {v:.4f} |" for k, v in sorted(sc.metrics.items())]
-    lines += ["", f"Validation ({sc.validation.suite}): "
-              + ("passed" if sc.validation.ok else "FAILED")]
-    lines += [f"- `{f.column}` — {f.meaning}: {', '.join(f.cases)}" for f in sc.validation.failures]
-    bad = [c for c in sc.per_case if not c.valid]
-    lines += ["", f"Invalid or missing cases: {len(bad)}"]
-    lines += [f"- {c.case_id}: {c.reason}" for c in bad]
-    lines += [f"- policy: {n}" for n in sc.notes]
-    return "\n".join(lines) + "\n"
+def score_card(card: TaskSpec, m: PoolManifest, evaluator_version: str, a: Assembly,
+               run_id: str | None) -> ScoreCard:
+    """Assemble the card: means over cases, dataset-level values, policy, S4/S5.
 
-
-def card_json(sc: ScoreCard) -> str:
-    """Pretty JSON of the acceptance shape."""
-    return json.dumps(sc.public_json(), indent=2, sort_keys=True)
+    ``a.policy`` is ``(task score override or None, notes)`` from the kit's policy rule.
+    """
+    names = list(dict.fromkeys(k for c in a.per_case for k in c.values))
+    metrics = {n: float(np.mean([c.values[n] for c in a.per_case])) for n in names}
+    metrics.update(a.task_metrics)
+    metrics = {n: metrics[n] for n in [*card.metric_names,
+                                       *sorted(set(metrics) - set(card.metric_names))]}
+    override, notes = a.policy
+    task_score = metrics[card.primary_metric] if override is None else override
+    evidence = positive_evidence(card, metrics, sum(c.valid for c in a.per_case))
+    s4, s5 = stage_scores(a.rows, evidence, a.validation.ok)
+    return ScoreCard(task_id=card.task_id, track=card.track, evaluator_version=evaluator_version,
+                     pool_hash=m.content_hash, run_id=run_id, primary_metric=card.primary_metric,
+                     task_score=task_score, metrics=metrics, s4=s4, s5=s5,
+                     validation=a.validation, per_case=a.per_case, notes=notes,
+                     coverage=sum(r.present for r in a.rows if r.expected) / max(len(m.cases), 1))

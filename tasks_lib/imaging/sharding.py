@@ -51,11 +51,11 @@ def open_zarr(url: str) -> Any:
     return zarr.open_array(store=url, mode="r", storage_options=opts or None)
 
 
-def seg_case_zarr(pred_url: str, ref_url: str, labels: list[int],
-                  spacing: list[float]) -> dict[str, float]:
-    """Worker function: Dice/HD95 of one case read from zarr."""
+def seg_case_zarr(pred_url: str, ref_url: str, labels: list[int], spacing: list[float],
+                  names: list[str]) -> dict[str, float]:
+    """Worker function: the requested metrics of one case read from zarr."""
     return seg_case(np.asarray(open_zarr(pred_url)[...]), np.asarray(open_zarr(ref_url)[...]),
-                    labels, spacing)
+                    labels, spacing, names)
 
 
 def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
@@ -69,7 +69,8 @@ def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
 
 
 def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: list[str],
-                            client: Client | None = None) -> dict[str, dict[str, float]]:
+                            names: list[str], client: Client | None = None
+                            ) -> dict[str, dict[str, float]]:
     """Stage valid predictions as zarr, then score every case on the Dask cluster (``client``,
     or the configured one: ``MEDFLOWS_DASK_ADDRESS`` or a LocalCluster)."""
     pool = Storage(pool_url)
@@ -83,12 +84,12 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: li
         ref_key = f"private/zarr/{c.case_id}.zarr"
         if not pool.exists(ref_key):
             stage_references(pool_url, m)
-        jobs.append((pred_url, pool.url(ref_key), list(m.labels), list(c.spacing)))
+        jobs.append((pred_url, pool.url(ref_key), list(m.labels), list(c.spacing), names))
     if not jobs:
         return {}
     if client is None:
         with dask_client() as own:
-            return score_segmentation_dask(sub, pool_url, m, valid, own)
+            return score_segmentation_dask(sub, pool_url, m, valid, names, own)
     dc: Any = client
     results = dc.gather([dc.submit(seg_case_zarr, *job, pure=False) for job in jobs])
     return {c.case_id: r for c, r in zip(cases, results, strict=True)}

@@ -1,8 +1,12 @@
-"""Read a submission folder safely and build its manifest frame (one row per expected case).
+"""Read a submission folder safely and measure it: one frame row per expected case.
 
 Nothing outside the submission folder is ever opened: names are fixed by the pool manifest, any
 path component that is a symlink is refused, and the resolved path must stay inside the folder.
-Every problem becomes a row flag plus a reason; nothing here raises on a bad submission.
+A row carries gates (present, safe, readable, expected, unique: can anything be measured?) and
+measurements (shape, dtype kind, finite fraction, value range, labels, box counts and bounds,
+text length) beside what the manifest expects (shape, image size, labels). Whether those
+measurements are acceptable is the track's suite's call (:mod:`tasks_lib.imaging.validation`);
+nothing here judges them, and nothing here raises on a bad submission.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import math
 import os
 import zlib
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -20,6 +24,7 @@ import numpy as np
 from nibabel.filebasedimages import ImageFileError
 from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
+from numpy.typing import NDArray
 
 from evaluators.registry import Registry
 from tasks_lib.errors import InvalidSubmissionError
@@ -27,7 +32,9 @@ from tasks_lib.imaging import codecs
 from tasks_lib.imaging.types import CaseEntry, FrameRow, PoolManifest
 
 MAX_FILE_BYTES = 256 * 1024 * 1024
-INT_DTYPES = frozenset(["u1", "u2", "u4", "u8", "i1", "i2", "i4", "i8"])
+MAX_LABELS_SHOWN = 32
+Columns = dict[str, Any]
+"""Measurement columns of one row (``FrameRow`` field → value)."""
 
 
 def safe_read(root: Path, name: str) -> bytes:
@@ -51,12 +58,8 @@ def safe_read(root: Path, name: str) -> bytes:
     return path.read_bytes()
 
 
-def _missing(case: CaseEntry, reason: str = "missing") -> FrameRow:
-    return FrameRow(case_id=case.case_id, expected=True, present=False, reason=reason)
-
-
-def _unsafe(case: CaseEntry, reason: str) -> FrameRow:
-    return FrameRow(case_id=case.case_id, expected=True, present=True, safe=False, reason=reason)
+def _missing(case: CaseEntry, note: str = "missing") -> FrameRow:
+    return FrameRow(case_id=case.case_id, expected=True, present=False, note=note)
 
 
 def _fetch(root: Path, case: CaseEntry) -> bytes | FrameRow:
@@ -65,23 +68,47 @@ def _fetch(root: Path, case: CaseEntry) -> bytes | FrameRow:
     except FileNotFoundError:
         return _missing(case)
     except InvalidSubmissionError as exc:
-        return _unsafe(case, str(exc))
+        return FrameRow(case_id=case.case_id, expected=True, present=True, safe=False,
+                        note=str(exc))
 
 
-def _array_row(case: CaseEntry, arr: np.ndarray, dtype_ok: bool, values_ok: bool,
-               what: str) -> FrameRow:
-    shape_ok = list(arr.shape) == case.shape
-    finite = bool(np.isfinite(arr).all()) if arr.dtype.kind == "f" else True
-    reasons = [msg for ok, msg in [
-        (shape_ok, f"shape {list(arr.shape)} != expected {case.shape}"),
-        (dtype_ok, f"dtype {arr.dtype} not allowed ({what})"),
-        (values_ok, "values outside the allowed set"), (finite, "NaN or inf values")] if not ok]
-    return FrameRow(case_id=case.case_id, expected=True, present=True, readable=True,
-                    shape_ok=shape_ok, dtype_ok=dtype_ok, values_ok=values_ok, finite=finite,
-                    reason="; ".join(reasons))
+def shape_text(shape: Sequence[int]) -> str:
+    """``(48, 56, 48)`` → ``'48x56x48'`` (the form suites compare)."""
+    return "x".join(str(int(n)) for n in shape)
 
 
-def load_label_map(data: bytes) -> np.ndarray:
+def label_text(values: Sequence[float]) -> str:
+    """Sorted distinct label values as ``'0,1,2'`` (integral floats without '.0'; capped)."""
+    shown = [str(int(v)) if float(v).is_integer() else f"{v:g}" for v in values]
+    return ",".join(shown[:MAX_LABELS_SHOWN]) + (",…" if len(shown) > MAX_LABELS_SHOWN else "")
+
+
+def array_columns(arr: NDArray[Any]) -> Columns:
+    """Dimensions, dtype, finite fraction and finite value range of an array."""
+    cols: Columns = {"ndim": arr.ndim, "shape": shape_text(arr.shape), "dtype": str(arr.dtype),
+                     "dtype_kind": arr.dtype.kind}
+    if arr.dtype.kind not in "biuf":
+        return cols
+    finite = np.isfinite(arr) if arr.dtype.kind == "f" else None
+    values = arr[finite] if finite is not None else arr.ravel()
+    cols["finite_fraction"] = float(finite.mean()) if finite is not None and arr.size else 1.0
+    if values.size:
+        cols |= {"min_value": float(values.min()), "max_value": float(values.max())}
+    return cols
+
+
+def label_columns(arr: NDArray[Any], allowed: Collection[int]) -> Columns:
+    """Distinct finite values of a label map and how many lie outside ``allowed``."""
+    if arr.dtype.kind not in "biuf":
+        return {}
+    values = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
+    distinct = np.unique(values)
+    unexpected = np.isin(distinct, np.asarray(sorted(allowed)), invert=True)
+    return {"labels": label_text(distinct.tolist()), "n_labels": int(distinct.size),
+            "n_unexpected_labels": int(unexpected.sum())}
+
+
+def load_label_map(data: bytes) -> NDArray[Any]:
     """Parse a NIfTI label map; :class:`InvalidSubmissionError` if corrupt or truncated."""
     try:
         return codecs.nifti_array(codecs.nifti_load(data))
@@ -90,7 +117,7 @@ def load_label_map(data: bytes) -> np.ndarray:
         raise InvalidSubmissionError(f"unreadable NIfTI: {type(exc).__name__}: {exc}") from None
 
 
-def load_image(data: bytes) -> np.ndarray:
+def load_image(data: bytes) -> NDArray[Any]:
     """Parse an NPY image; :class:`InvalidSubmissionError` if corrupt."""
     try:
         return codecs.npy_load(data)
@@ -98,9 +125,14 @@ def load_image(data: bytes) -> np.ndarray:
         raise InvalidSubmissionError(f"unreadable NPY: {type(exc).__name__}: {exc}") from None
 
 
-def _inspect_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
-                   judge: Callable[[CaseEntry, Any], FrameRow]) -> list[FrameRow]:
-    """One row per expected case: missing/unreadable files get their reason, the rest ``judge``."""
+Measure = Callable[[CaseEntry, Any], Columns]
+"""Measurement columns of one parsed output."""
+
+
+def _measure_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
+                   measure: Measure) -> list[FrameRow]:
+    """One row per expected case: missing/unsafe/unreadable files get a note, the rest
+    ``measure``'s columns."""
     rows = []
     for case in m.cases:
         got = _fetch(root, case)
@@ -111,33 +143,33 @@ def _inspect_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
             obj = load(got)
         except InvalidSubmissionError as exc:
             rows.append(FrameRow(case_id=case.case_id, expected=True, present=True,
-                                 reason=str(exc)))
+                                 note=str(exc)))
             continue
-        rows.append(judge(case, obj))
+        rows.append(FrameRow(case_id=case.case_id, expected=True, present=True, readable=True,
+                             **measure(case, obj)))
     return rows
 
 
-def _inspect_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
+def _measure_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
     allowed = {0, *m.labels}
 
-    def judge(case: CaseEntry, arr: Any) -> FrameRow:
-        fin = arr[np.isfinite(arr)] if arr.dtype.kind == "f" else arr
-        values_ok = set(np.unique(fin).tolist()) <= allowed
-        return _array_row(case, arr, arr.dtype.str[1:] in INT_DTYPES, values_ok,
-                          "integer label map expected")
+    def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
+        return {**array_columns(arr), **label_columns(arr, allowed),
+                "expected_shape": shape_text(case.shape)}
 
-    return _inspect_cases(root, m, load_label_map, judge)
+    return _measure_cases(root, m, load_label_map, measure)
 
 
-def _inspect_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
-    def judge(case: CaseEntry, arr: Any) -> FrameRow:
-        return _array_row(case, arr, arr.dtype.kind == "f", True, "float image expected")
+def _measure_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
+    def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
+        return {**array_columns(arr), "expected_shape": shape_text(case.shape)}
 
-    return _inspect_cases(root, m, load_image, judge)
+    return _measure_cases(root, m, load_image, measure)
 
 
 def parse_boxes(data: bytes) -> dict[str, list[Any]]:
-    """Parse one detection JSON (structure only; :func:`box_problem` checks the values)."""
+    """Parse one detection JSON: an object with lists ``boxes``, ``scores``, ``labels``
+    (structure only; the suite judges their contents)."""
     try:
         obj = json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -145,38 +177,47 @@ def parse_boxes(data: bytes) -> dict[str, list[Any]]:
     if not isinstance(obj, dict) or not all(
             isinstance(obj.get(k), list) for k in ("boxes", "scores", "labels")):
         raise InvalidSubmissionError("JSON must be an object with lists boxes, scores, labels")
-    n = len(obj["boxes"])
-    if len(obj["scores"]) != n or len(obj["labels"]) != n:
-        raise InvalidSubmissionError("boxes, scores and labels differ in length")
     return obj
 
 
-def box_problem(obj: dict[str, list[Any]], w: int, h: int, classes: set[int]) -> tuple[str, str]:
-    for box in obj["boxes"]:
-        if (not isinstance(box, list) or len(box) != 4
-                or not all(isinstance(v, int | float) and math.isfinite(v) for v in box)):
-            return "boxes", f"box {box!r} is not 4 finite numbers"
-        x1, y1, x2, y2 = box
-        if not (0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h):
-            return "boxes", f"box {box!r} not ordered or outside the {w}x{h} image"
-    if not all(isinstance(s, int | float) and math.isfinite(s) for s in obj["scores"]):
-        return "finite", "scores must be finite numbers"
-    if not all(isinstance(lab, int) and lab in classes for lab in obj["labels"]):
-        return "values", f"labels must be one of {sorted(classes)}"
-    return "", ""
+def _number(v: object) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
 
 
-def _inspect_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
+def _label(v: object) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def box_columns(obj: dict[str, list[Any]], classes: Collection[int]) -> Columns:
+    """Counts, coordinate extremes and label set of one image's detections."""
+    boxes = [b for b in obj["boxes"] if isinstance(b, list) and len(b) == 4
+             and all(map(_number, b))]
+    xs = [float(v) for b in boxes for v in (b[0], b[2])]
+    ys = [float(v) for b in boxes for v in (b[1], b[3])]
+    labels = obj["labels"]
+    distinct = sorted({int(v) for v in labels if _label(v)})
+    unexpected = {repr(v) for v in labels if not (_label(v) and v in classes)}
+    cols: Columns = {
+        "n_boxes": len(obj["boxes"]), "n_scores": len(obj["scores"]),
+        "n_box_labels": len(labels), "n_malformed_boxes": len(obj["boxes"]) - len(boxes),
+        "n_inverted_boxes": sum(1 for x1, y1, x2, y2 in boxes if not (x1 < x2 and y1 < y2)),
+        "n_nonfinite_scores": sum(1 for s in obj["scores"] if not _number(s)),
+        "labels": label_text(distinct), "n_labels": len(distinct),
+        "n_unexpected_labels": len(unexpected)}
+    if boxes:
+        cols |= {"box_x_min": min(xs), "box_x_max": max(xs), "box_y_min": min(ys),
+                 "box_y_max": max(ys)}
+    return cols
+
+
+def _measure_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
     classes = set(m.classes)
 
-    def judge(case: CaseEntry, obj: Any) -> FrameRow:
+    def measure(case: CaseEntry, obj: dict[str, list[Any]]) -> Columns:
         h, w = case.shape
-        col, why = box_problem(obj, w, h, classes)
-        return FrameRow(case_id=case.case_id, expected=True, present=True, readable=True,
-                        boxes_ok=col != "boxes", finite=col != "finite",
-                        values_ok=col != "values", reason=why)
+        return {**box_columns(obj, classes), "image_width": w, "image_height": h}
 
-    return _inspect_cases(root, m, parse_boxes, judge)
+    return _measure_cases(root, m, parse_boxes, measure)
 
 
 def read_text_table(root: Path, name: str, key: str, value: str) -> list[tuple[str, str]]:
@@ -191,14 +232,14 @@ def read_text_table(root: Path, name: str, key: str, value: str) -> list[tuple[s
     return [(r[key] or "", r[value] or "") for r in table]
 
 
-def _inspect_table(root: Path, m: PoolManifest, key: str, value: str) -> list[FrameRow]:
+def _measure_table(root: Path, m: PoolManifest, key: str, value: str) -> list[FrameRow]:
     name = m.cases[0].output
     try:
         pairs = read_text_table(root, name, key, value)
     except FileNotFoundError:
         return [_missing(c) for c in m.cases]
     except InvalidSubmissionError as exc:
-        return [FrameRow(case_id=c.case_id, expected=True, present=True, reason=str(exc))
+        return [FrameRow(case_id=c.case_id, expected=True, present=True, note=str(exc))
                 for c in m.cases]
     counts = Counter(k for k, _ in pairs)
     answers = dict(pairs)
@@ -207,25 +248,24 @@ def _inspect_table(root: Path, m: PoolManifest, key: str, value: str) -> list[Fr
         if c.case_id not in answers:
             rows.append(_missing(c, f"no row in {name}"))
             continue
-        unique, nonempty = counts[c.case_id] == 1, bool(answers[c.case_id].strip())
-        reason = "; ".join(msg for ok, msg in [(unique, "duplicate rows"),
-                                               (nonempty, "empty answer")] if not ok)
+        unique = counts[c.case_id] == 1
         rows.append(FrameRow(case_id=c.case_id, expected=True, present=True, readable=True,
-                             unique=unique, answer_nonempty=nonempty, reason=reason))
+                             unique=unique, note="" if unique else "duplicate rows",
+                             text_length=len(answers[c.case_id].strip())))
     known = {c.case_id for c in m.cases}
     rows += [FrameRow(case_id=k, expected=False, present=True, readable=True,
-                      reason=f"unexpected row {k!r} in {name}")
+                      note=f"unexpected row {k!r} in {name}")
              for k in sorted(set(counts) - known)]
     return rows
 
 
 Inspector = Callable[[Path, PoolManifest], list[FrameRow]]
 INSPECTORS: Registry[Inspector] = Registry("submission inspector")
-INSPECTORS.add("segmentation", _inspect_segmentation)
-INSPECTORS.add("enhancement", _inspect_enhancement)
-INSPECTORS.add("detection", _inspect_detection)
-INSPECTORS.add("vqa", lambda root, m: _inspect_table(root, m, "question_id", "answer"))
-INSPECTORS.add("report_generation", lambda root, m: _inspect_table(root, m, "case_id", "report"))
+INSPECTORS.add("segmentation", _measure_segmentation)
+INSPECTORS.add("enhancement", _measure_enhancement)
+INSPECTORS.add("detection", _measure_detection)
+INSPECTORS.add("vqa", lambda root, m: _measure_table(root, m, "question_id", "answer"))
+INSPECTORS.add("report_generation", lambda root, m: _measure_table(root, m, "case_id", "report"))
 
 
 def extra_entries(root: Path, m: PoolManifest) -> list[FrameRow]:
@@ -233,12 +273,24 @@ def extra_entries(root: Path, m: PoolManifest) -> list[FrameRow]:
     wanted = {c.output for c in m.cases}
     return [FrameRow(case_id=e.name, expected=False, present=True, readable=True,
                      safe=not e.is_symlink(),
-                     reason=f"unexpected {'symlink' if e.is_symlink() else 'entry'} {e.name!r}")
+                     note=f"unexpected {'symlink' if e.is_symlink() else 'entry'} {e.name!r}")
             for e in sorted(os.scandir(root), key=lambda e: e.name) if e.name not in wanted]
 
 
-def inspect_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
-    """The manifest frame of a submission folder (a missing folder → every case missing)."""
+def measure_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
+    """The measurement frame of a submission folder, not yet judged (a missing folder → every
+    case missing). Pass it to :func:`tasks_lib.imaging.validation.judge_frame`."""
     if root.is_symlink() or not root.is_dir():
         return [_missing(c, "submission folder missing") for c in m.cases]
     return INSPECTORS.get(m.track.value)(root, m) + extra_entries(root, m)
+
+
+def inspect_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
+    """The measurement frame judged by the track's suite: rows ready for scoring.
+
+    Equivalent to ``judge_frame(m.track.value, measure_submission(root, m), m).rows``; callers
+    that also need the :class:`~tasks_lib.imaging.types.ValidationReport` call those two.
+    """
+    from tasks_lib.imaging.validation import judge_frame
+
+    return judge_frame(m.track.value, measure_submission(root, m), m).rows

@@ -1,4 +1,4 @@
-"""Boundary types of the imaging tracks: pool manifest, submission frame rows, score card."""
+"""Boundary types of the imaging tracks: pool manifest, submission frame rows, validation."""
 
 from __future__ import annotations
 
@@ -7,9 +7,6 @@ from enum import StrEnum
 from pydantic import Field
 
 from tasks_lib.domain import Frozen, Track
-
-EVALUATOR_VERSION = "imaging-1"
-"""Tag on every imaging score card; bump when a metric or policy changes."""
 
 
 class Visibility(StrEnum):
@@ -63,7 +60,14 @@ class PoolManifest(Frozen):
 
 
 class FrameRow(Frozen):
-    """One row of the submission manifest frame (what Great Expectations validates)."""
+    """One row of a submission's measurement frame: gates, measurements and the suite's verdict.
+
+    Gates (``expected`` … ``unique``) say whether anything could be measured. Measurement columns
+    are ``None`` where nothing was measured (missing or unreadable output, or a column another
+    track uses); the track's Great Expectations suite holds every rule on them. Only
+    :func:`tasks_lib.imaging.validation.judge_frame` sets ``judged`` and ``failed``, so a row that
+    was never judged is never valid.
+    """
 
     case_id: str = Field(description="Case id (or the unexpected file name for extra files).")
     expected: bool = Field(description="False for files/rows the task does not ask for.")
@@ -71,29 +75,66 @@ class FrameRow(Frozen):
     safe: bool = Field(default=True, description="Regular file inside the folder (no symlink).")
     readable: bool = Field(default=False, description="Parsed without error.")
     unique: bool = Field(default=True, description="Case id occurs once.")
-    shape_ok: bool = Field(default=True, description="Array shape matches the input.")
-    dtype_ok: bool = Field(default=True, description="Array dtype allowed.")
-    values_ok: bool = Field(default=True, description="Values in the allowed set/range.")
-    finite: bool = Field(default=True, description="No NaN/inf.")
-    boxes_ok: bool = Field(default=True, description="Boxes ordered and inside the image.")
-    answer_nonempty: bool = Field(default=True, description="Text answer is not blank.")
-    reason: str = Field(default="", description="Why the row fails, for people.")
+    note: str = Field(default="", description="Why a gate is closed (missing, unreadable, …).")
+    ndim: int | None = Field(default=None, description="Array dimensions.")
+    shape: str | None = Field(default=None, description="Array shape, e.g. '48x56x48'.")
+    expected_shape: str | None = Field(default=None,
+                                       description="Shape the pool manifest asks for, same form.")
+    dtype: str | None = Field(default=None, description="Array dtype name, e.g. 'uint8'.")
+    dtype_kind: str | None = Field(default=None, description="NumPy dtype kind: i, u, f, b, c, …")
+    finite_fraction: float | None = Field(default=None,
+                                          description="Share of finite values (1 for integers).")
+    min_value: float | None = Field(default=None, description="Smallest finite value.")
+    max_value: float | None = Field(default=None, description="Largest finite value.")
+    labels: str | None = Field(default=None, description="Distinct label values, sorted, comma-"
+                               "separated (voxel values or box labels; first 32, then '…').")
+    n_labels: int | None = Field(default=None, description="Number of distinct label values.")
+    n_unexpected_labels: int | None = Field(
+        default=None, description="Distinct labels outside {0} ∪ manifest labels (segmentation) "
+                                  "or the manifest's class ids (detection).")
+    n_boxes: int | None = Field(default=None, description="Entries of the boxes list.")
+    n_scores: int | None = Field(default=None, description="Entries of the scores list.")
+    n_box_labels: int | None = Field(default=None, description="Entries of the labels list.")
+    n_malformed_boxes: int | None = Field(default=None,
+                                          description="Boxes that are not 4 finite numbers.")
+    n_inverted_boxes: int | None = Field(default=None,
+                                         description="Well-formed boxes with x2 ≤ x1 or y2 ≤ y1.")
+    box_x_min: float | None = Field(default=None, description="Smallest x over well-formed boxes.")
+    box_y_min: float | None = Field(default=None, description="Smallest y over well-formed boxes.")
+    box_x_max: float | None = Field(default=None, description="Largest x over well-formed boxes.")
+    box_y_max: float | None = Field(default=None, description="Largest y over well-formed boxes.")
+    image_width: int | None = Field(default=None, description="Image width from the manifest.")
+    image_height: int | None = Field(default=None, description="Image height from the manifest.")
+    n_nonfinite_scores: int | None = Field(default=None,
+                                           description="Scores that are not finite numbers.")
+    text_length: int | None = Field(default=None,
+                                    description="Characters of the answer/report, stripped.")
+    judged: bool = Field(default=False, description="The track's suite has judged this row.")
+    failed: list[str] = Field(default_factory=list,
+                              description="One reason per suite rule the row failed.")
 
     @property
     def valid(self) -> bool:
-        """Every check passed for an expected case."""
+        """Every gate is open, the suite judged the row and no rule failed on it."""
         return (self.expected and self.present and self.safe and self.readable and self.unique
-                and self.shape_ok and self.dtype_ok and self.values_ok and self.finite
-                and self.boxes_ok and self.answer_nonempty)
+                and self.judged and not self.failed)
+
+    @property
+    def reason(self) -> str:
+        """Why the row is not valid, for people ('' if it is)."""
+        return "; ".join(r for r in [self.note, *self.failed] if r)
 
 
 class ValidationFailure(Frozen):
     """One failed expectation and the cases it failed on."""
 
     expectation: str = Field(description="Expectation type.")
-    column: str = Field(description="Frame column checked.")
+    column: str = Field(description="Frame columns checked, comma-separated.")
     meaning: str = Field(description="What the expectation means, for people.")
     cases: list[str] = Field(description="Case ids (or file names) that failed.")
+    rule: str = Field(default="", description="Short rule name from the suite.")
+    values: dict[str, str] = Field(default_factory=dict,
+                                   description="Case id → offending values, e.g. 'shape=4x4x4'.")
 
 
 class ValidationReport(Frozen):
@@ -102,35 +143,3 @@ class ValidationReport(Frozen):
     ok: bool = Field(description="Every expectation passed.")
     suite: str = Field(description="Suite name.")
     failures: list[ValidationFailure] = Field(description="Failed expectations.")
-
-
-class CaseScore(Frozen):
-    """Metric values of one case (missing/invalid cases carry the metric's missing value)."""
-
-    case_id: str = Field(description="Case id.")
-    valid: bool = Field(description="The case's output passed every frame check.")
-    reason: str = Field(default="", description="Why the case was not scored normally.")
-    values: dict[str, float] = Field(description="Metric name → value.")
-
-
-class ScoreCard(Frozen):
-    """Everything scoring produced for one submission."""
-
-    task_id: str = Field(description="Task card id.")
-    track: Track = Field(description="Track.")
-    evaluator_version: str = Field(description="Evaluator version tag.")
-    pool_hash: str = Field(description="content_hash of the pool scored against.")
-    task_score: float = Field(description="Primary metric after policy (the headline number).")
-    metrics: dict[str, float] = Field(description="Task-level metric values.")
-    s4: float = Field(description="0.5·completion rate + 0.5·[all present outputs format-valid].")
-    s5: float = Field(description="0.5·[positive metric evidence] + 0.5·[suite passed].")
-    validation: ValidationReport = Field(description="Great Expectations outcome.")
-    per_case: list[CaseScore] = Field(description="Per-case metric values.")
-    notes: list[str] = Field(default_factory=list, description="Policy decisions applied.")
-
-    def public_json(self) -> dict[str, object]:
-        """The acceptance JSON shape: per_case rows are flat ``{case_id, metric: value}``."""
-        data = self.model_dump(mode="json")
-        data["per_case"] = [{"case_id": c.case_id, "valid": c.valid, "reason": c.reason,
-                             **c.values} for c in self.per_case]
-        return data

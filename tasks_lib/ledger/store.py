@@ -120,6 +120,11 @@ def upsert_run(row: RunRow, url: str | None = None) -> None:
             setattr(existing, name, value)
 
 
+def score_exists(run_id: str, evaluator_version: str, url: str | None = None) -> bool:
+    """Whether ``run_id`` was already scored under ``evaluator_version``."""
+    return _score_exists(run_id, evaluator_version, url)
+
+
 def _score_exists(run_id: str, evaluator_version: str, url: str | None) -> bool:
     with session(url) as s:
         return s.exec(select(ScoreRow.id).where(

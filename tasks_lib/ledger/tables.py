@@ -46,10 +46,15 @@ class RunRow(SQLModel, table=True):
     task_id: str = Field(index=True)
     tier: str
     replicate: int = 0
+    track: str | None = None
+    model: str | None = None
+    method: str | None = None
     pool_id: str | None = None
     pool_version: int | None = None
     status: str
     n_items: int | None = None
+    n_answered: int | None = None
+    item_time_s: float | None = None
     turns: int | None = None
     wall_time_s: float | None = None
     input_tokens: int | None = None
@@ -71,6 +76,9 @@ class ScoreRow(SQLModel, table=True):
     run_id: str = Field(index=True, foreign_key="runs.run_id")
     evaluator_version: str
     task_score: float | None = None
+    primary_metric: str | None = None
+    coverage: float | None = None
+    groups_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     metrics_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     stages_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     agentic: float | None = None

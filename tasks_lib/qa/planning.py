@@ -7,7 +7,6 @@ from prefect import task
 from tasks_lib.agents import AgentSpec, load_catalog, replay_agent
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.predictions import load_predictions
-from tasks_lib.qa.run_steps import QARun
 from tasks_lib.qa.types import PoolManifest
 from tasks_lib.storage import Storage
 
@@ -36,17 +35,9 @@ def read_manifest(pool: str) -> PoolManifest:
     return load_pool(Storage(pool)).manifest
 
 
-@task(name="find-runs")
-def find_runs(manifest: PoolManifest, run_ids: list[str] | None) -> list[QARun]:
-    """Stored runs on this pool version (all of them, or the given ids)."""
-    from tasks_lib.ledger import store
+def qa_time_budget(datasets: list[str]) -> int:
+    """Wall-time budget of a run on a pool: the largest budget of its dataset cards."""
+    from tasks_lib.domain import Track
+    from tasks_lib.taskspec import load_card
 
-    rows = store.runs(pool_id=manifest.pool_id, pool_version=manifest.version)
-    wanted = set(run_ids) if run_ids else None
-    if wanted:
-        missing = wanted - {r.run_id for r in rows}
-        if missing:
-            raise ValueError(f"runs not in the ledger for this pool: {', '.join(sorted(missing))}")
-    root = Storage.from_settings()
-    return [QARun.model_validate(root.read_json(f"runs/{r.run_id}/run.json"))
-            for r in sorted(rows, key=lambda r: r.agent_id) if wanted is None or r.run_id in wanted]
+    return max((load_card(Track.QA, ds).time_budget_s for ds in datasets), default=3600)

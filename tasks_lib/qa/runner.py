@@ -87,14 +87,20 @@ def replay(agent: AgentSpec, items: list[PublicQAItem], prices: PriceSnapshot) -
 def run_method(
     agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
     prices: PriceSnapshot, complete: CompletionFn | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, deadline: float | None = None,
 ) -> list[QAAnswer]:
-    """Ask the model every item with the agent's method (litellm unless ``complete`` is given)."""
+    """Ask the model every item with the agent's method (litellm unless ``complete`` is given).
+
+    Items are not asked once ``deadline`` (a ``time.monotonic()`` value) has passed: the run's
+    time budget is exhausted and the remaining items stay unanswered.
+    """
     method = METHODS.get(agent.method or "")
     api_base = agent.params.get("api_base")
     complete = complete or LiteLLMCompletion(api_base=str(api_base) if api_base else None)
     answers = []
     for i, it in enumerate(items, start=1):
+        if deadline is not None and time.monotonic() > deadline:
+            break
         ctx = MethodContext(exemplars=exemplars.get(it.dataset, []),
                             seed=int(agent.params.get("seed", 0)))
         started = time.perf_counter()
@@ -113,13 +119,13 @@ def run_method(
 def run_agent(
     agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
     prices: PriceSnapshot, complete: CompletionFn | None = None,
-    progress: Callable[[int, int], None] | None = None,
+    progress: Callable[[int, int], None] | None = None, deadline: float | None = None,
 ) -> list[QAAnswer]:
-    """Dispatch on the agent's harness."""
+    """Dispatch on the agent's harness (replays are instant and ignore the deadline)."""
     if agent.harness is Harness.QA_REPLAY:
         return replay(agent, items, prices)
     if agent.harness is Harness.QA_METHOD:
-        return run_method(agent, items, exemplars, prices, complete, progress)
+        return run_method(agent, items, exemplars, prices, complete, progress, deadline)
     raise ValueError(f"harness {agent.harness} cannot run QA pools")
 
 

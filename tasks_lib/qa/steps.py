@@ -68,7 +68,8 @@ def resolve_card(dataset: str, source: str) -> DatasetSource:
     return DatasetSource(card, questions, file_digest(questions), train, qa.stratify_field)
 
 
-@task(name="ingest", task_run_name="ingest-{dataset}", **cached())
+@task(name="ingest", task_run_name="ingest-{dataset}",
+      **cached(modules=("tasks_lib.qa.ingest", "tasks_lib.qa.types")))
 def ingest(dataset: str, questions: str, questions_digest: str) -> Ingested:
     """Read the question file; bad lines become rejects with file, line and reason."""
     return read_questions(dataset, questions)
@@ -81,7 +82,8 @@ class Deidentified(NamedTuple):
     records: list[DeidRecord]
 
 
-@task(name="de-identify", task_run_name="de-identify-{dataset}", **cached())
+@task(name="de-identify", task_run_name="de-identify-{dataset}",
+      **cached(modules=("tasks_lib.qa.deid", "tasks_lib.qa.types")))
 def deidentify(dataset: str, items: list[QAItem]) -> Deidentified:
     """Scrub PHI from question, options and answer text; count replacements per item and type."""
     out, records = [], []
@@ -100,7 +102,8 @@ class Normalized(NamedTuple):
     rejects: list[Reject]
 
 
-@task(name="normalize", task_run_name="normalize-{dataset}", **cached())
+@task(name="normalize", task_run_name="normalize-{dataset}",
+      **cached(modules=("tasks_lib.qa.ingest", "tasks_lib.qa.types")))
 def normalize(dataset: str, items: list[QAItem], source: str) -> Normalized:
     """Trim whitespace; reject items whose answer is not one of the options."""
     kept: list[QAItem] = []
@@ -114,7 +117,9 @@ def normalize(dataset: str, items: list[QAItem], source: str) -> Normalized:
     return Normalized(kept, rejects)
 
 
-@task(name="difficulty-filter", task_run_name="difficulty-filter-{dataset}", **cached())
+@task(name="difficulty-filter", task_run_name="difficulty-filter-{dataset}",
+      **cached(modules=("tasks_lib.qa.difficulty", "tasks_lib.qa.predictions",
+                        "tasks_lib.qa.types")))
 def difficulty_filter(
     dataset: str, items: list[QAItem], predictions: str, predictions_digest: str,
     models: list[str] | None, rule: SelectionRule, per_dataset: int, threshold: float, seed: int,
@@ -133,7 +138,8 @@ def difficulty_filter(
                                   threshold=threshold, seed=seed, stratify_field=stratify_field)
 
 
-@task(name="meld-screen", task_run_name="meld-screen-{dataset}", **cached(**IO_RETRIES))
+@task(name="meld-screen", task_run_name="meld-screen-{dataset}",
+      **cached(modules=("tasks_lib.qa.meld", "tasks_lib.llm", "tasks_lib.qa.types"), **IO_RETRIES))
 def meld_screen(dataset: str, items: list[QAItem], models: list[str], threshold: float
                 ) -> list[MeldRecord]:
     """Ask each screening model to continue each question's first half (litellm)."""

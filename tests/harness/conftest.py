@@ -1,4 +1,5 @@
-"""Harness fixtures: a private Docker engine started by the tests and stopped by PID."""
+"""Harness fixtures: the segmentation task's pool, and a private Docker engine started by the
+tests and stopped by PID."""
 
 from __future__ import annotations
 
@@ -64,3 +65,20 @@ def docker_env(docker_host: str, monkeypatch: pytest.MonkeyPatch) -> str:
     """Point the docker SDK at the session's engine."""
     monkeypatch.setenv("DOCKER_HOST", docker_host)
     return docker_host
+
+
+SEG_TASK = "brain-tissue-seg"
+
+
+@pytest.fixture(scope="session")
+def seg_pool() -> Path:
+    """Local folder of the segmentation task's pool, built once (execute never builds one)."""
+    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.pool import latest_pool_url, load_task
+    from tasks_lib.ledger import store
+
+    if not store.pools(pool_id=SEG_TASK, kind="pool"):
+        card = load_task(SEG_TASK)
+        rendered = steps.render.fn(card)
+        steps.publish.fn(card, None, rendered, steps.deidentify_step.fn(card, rendered))
+    return Path(latest_pool_url(SEG_TASK))

@@ -67,15 +67,15 @@ def test_judge_scores_caches_and_records_failures(tmp_path: Path) -> None:
     assert fake.calls == 7  # a different trace digest is a different key
 
 
-def test_digest_and_rules_coder(tmp_path: Path) -> None:
-    (tmp_path / "plan.md").write_text("# Plan\ncandidates: A, B, C")
+def test_digest_and_rules_coder() -> None:
     messages = [
         ChatMessage(role=Role.ASSISTANT, content="pilot first", at=1.0, tool_calls=[
             ToolCall(call_id="1", name="execute_code", arguments='{"code": "x"}')]),
         ChatMessage(role=Role.TOOL, content="Traceback (most recent call last):\nValueError: x",
                     tool_call_id="1", name="execute_code", at=2.0)]
-    digest = trace_digest(messages, tmp_path)
-    assert "[assistant] pilot first" in digest and "[file plan.md]" in digest
+    digest = trace_digest(messages, "# Plan\ncandidates: A, B, C")
+    assert "[assistant] pilot first" in digest and "[file plan.md]\n# Plan" in digest
+    assert "[file plan.md]" not in trace_digest(messages, None)
     facts = RunFacts(tool_outputs=[messages[1].content or ""], codes_run=['{"code": "x"}'],
                      workspace_files=["plan.md"], submission_files=[], submitted=True,
                      timed_out=False, s5_valid=False)

@@ -1,4 +1,5 @@
-"""Research cells end to end under the Prefect test harness (bubblewrap sandbox)."""
+"""Research cells end to end under the Prefect test harness (bubblewrap sandbox): execute
+stores submission + trace + run record, the score flow scores them from storage."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from support.openai_server import FakeOpenAIServer
 
 from tasks_lib.harness.scripted import baseline_steps
 from tasks_lib.ledger import store
+from tasks_lib.records import card_key, read_card, read_run, run_store
 from tasks_lib.settings import reset_settings
 
 pytestmark = pytest.mark.slow  # end-to-end cells: ~30 s each with the evaluator sandbox
@@ -21,7 +23,7 @@ SECRET = "sk-cell-test-0123456789abcdef"
 
 
 @pytest.fixture
-def harness(prefect_harness: None) -> Iterator[None]:
+def harness(prefect_harness: None, seg_pool: Path) -> Iterator[None]:
     reset_settings()
     yield
     reset_settings()
@@ -49,12 +51,36 @@ def test_scripted_baseline_cell_completes_and_is_scored(harness: None) -> None:
     run, score = _ledger(report.run_id)
     assert (run.agent_id, run.task_id, run.tier, run.status) == ("scripted-baseline", TASK,
                                                                  "lite", "completed")
-    assert run.turns == 8 and json.loads(run.error_codes) == []
+    assert (run.track, run.model, run.method) == ("segmentation", "scripted", "baseline")
+    assert run.turns == 8 and run.pool_id == TASK and run.pool_version is not None
     assert json.loads(score.stages_json)["s4"] == 1.0 and score.overall == report.overall
+    assert score.evaluator_version == report.evaluator_version and score.card_url == \
+        report.score_url
     conversation = json.loads(Path(report.conversation_url).read_text())
     assert conversation["messages"][0]["role"] == "system"
     assert "Method to use" in conversation["messages"][0]["content"]  # lite scaffolding
     assert len(Path(report.trace_url).read_text().splitlines()) >= 10
+    _assert_run_folder(report.run_id, report.evaluator_version or "")
+
+
+def _assert_run_folder(run_id: str, evaluator_version: str) -> None:
+    folder = Path(run_store(run_id).root_path)
+    assert sorted(p.name for p in folder.iterdir()) == ["run.json", "scores", "submission",
+                                                         "trace", "workspace"]
+    assert sorted(p.name for p in (folder / "trace").iterdir()) == [
+        "conversation.json", "plan.md", "trace.jsonl", "workspace.json"]
+    files = json.loads((folder / "trace" / "workspace.json").read_text())
+    assert {"plan.md", "plan.png", "method.py", "submission/case-000.nii.gz"} <= set(files)
+    assert (folder / "trace" / "plan.md").read_text().startswith("# Plan (segmentation)")
+    assert sorted(p.name for p in (folder / "submission").iterdir()) == sorted(
+        f.removeprefix("submission/") for f in files if f.startswith("submission/"))
+    record = read_run(run_id)
+    assert record.has_trace and record.sandbox == "local" and record.judge_model == "rules"
+    assert record.end == "submitted" and record.n_items == 8
+    assert [p.name for p in (folder / "scores").iterdir()] == [
+        card_key(evaluator_version).removeprefix("scores/")]
+    card = read_card(run_id, evaluator_version)
+    assert card.run_id == run_id and card.coding is not None and card.s1 == 1.0
 
 
 def test_scripted_breach_cell_is_invalid_with_zero_stages(harness: None) -> None:
@@ -66,9 +92,12 @@ def test_scripted_breach_cell_is_invalid_with_zero_stages(harness: None) -> None
     assert report.stages.model_dump() == {"s1": 0.0, "s2": 0.0, "s3": 0.0, "s4": 0.0, "s5": 0.0}
     assert (report.agentic, report.task_score, report.overall) == (0.0, 0.0, 0.0)
     assert any(v.startswith("read_forbidden") for v in report.violations)
-    assert not Path(report.submission_url).exists()  # terminated before inference
-    run, _ = _ledger(report.run_id)
-    assert run.status == "invalid" and run.cost_usd == 0.0
+    assert list(Path(report.submission_url).iterdir()) == []  # terminated before inference
+    run, score = _ledger(report.run_id)
+    assert run.status == "invalid" and run.cost_usd == 0.0 and score.overall == 0.0
+    assert report.score_url is not None
+    card = read_card(report.run_id, report.evaluator_version or "")
+    assert card.invalid_reason is not None and card.invalid_reason.startswith("isolation: ")
 
 
 class ToolAgentAndJudge:
@@ -116,6 +145,7 @@ def test_tool_agent_cell_with_llm_judge_records_judge_failure(
     assert report.agentic is None and report.overall is None  # never a silent 0
     assert report.task_score is not None and report.task_score > 0.6
     assert report.input_tokens > 0 and report.cost_usd is not None and report.cost_usd > 0
-    for path in (report.conversation_url, report.trace_url):
-        assert SECRET not in Path(path).read_text()
+    trace = Path(report.trace_url).parent
+    for path in trace.iterdir():
+        assert SECRET not in path.read_text()
     assert server.requests[0]["temperature"] == 0

@@ -1,5 +1,6 @@
-"""Cell failure rules with plain functions (no Prefect): timeout scores what exists, and a
-corrupt output zeroes S5's validity half; the tool agent is driven by the fake server."""
+"""Cell failure rules with plain functions (no Prefect): timeout scores what exists (from the
+stored run alone), and a corrupt output zeroes S5's validity half; the tool agent is driven by the
+fake server."""
 
 from __future__ import annotations
 
@@ -13,25 +14,17 @@ from support.openai_server import FakeOpenAIServer
 from tasks_lib.domain import RunStatus, Tier, Track
 from tasks_lib.harness import cell
 from tasks_lib.harness.loop import LoopEnd
-from tasks_lib.harness.recipes import RECIPES
-from tasks_lib.harness.steps import _messages, evaluate_step, execute_step
+from tasks_lib.harness.record import run_record
+from tasks_lib.harness.rescore import score_cell
+from tasks_lib.harness.steps import execute_step
 from tasks_lib.ledger import store
+from tasks_lib.records import read_run
 from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.scoring import record_run
 from tasks_lib.settings import reset_settings
+from tasks_lib.tracks.base import kit_for
 
 TASK = "brain-tissue-seg"
-
-
-def _pool() -> Path:
-    from tasks_lib.imaging import steps
-    from tasks_lib.imaging.pool import default_pool_url, load_task, pool_exists
-
-    url = default_pool_url(TASK)
-    if not pool_exists(url):
-        card = load_task(TASK)
-        rendered = steps.render.fn(card)
-        steps.publish.fn(card, url, rendered, steps.deidentify_step.fn(card, rendered))
-    return Path(url.removeprefix("file://"))
 
 
 def _call(i: int, language: str, code: str) -> dict[str, Any]:
@@ -41,7 +34,7 @@ def _call(i: int, language: str, code: str) -> dict[str, Any]:
 
 SCRIPT = [
     _call(1, "python", "open('/workspace/method.py', 'w').write("
-          + json.dumps(RECIPES.get("segmentation")) + ")"),
+          + json.dumps(kit_for("segmentation").recipe()[1]) + ")"),
     _call(2, "bash", "cd /workspace && python method.py --pilot"),
     _call(3, "bash", "head -c 300 /dev/urandom > /workspace/submission/case-001.nii.gz"),
     _call(4, "bash", "sleep 120"),
@@ -50,32 +43,34 @@ SCRIPT = [
 
 @pytest.mark.slow
 def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+        monkeypatch: pytest.MonkeyPatch, seg_pool: Path) -> None:
     replies = iter(SCRIPT)
     with FakeOpenAIServer(lambda body: next(replies)) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
         plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.STANDARD,
-                              SandboxBackend.LOCAL, 0, _pool(), "rules", time_budget_s=15)
+                              SandboxBackend.LOCAL, 0, seg_pool, "rules", time_budget_s=15)
         execution = cell.execute_cell(plan)
     reset_settings()
     assert execution.status is RunStatus.TIMEOUT and execution.end is LoopEnd.TIMEOUT
     assert execution.turns == 4 and execution.wall_time_s < 30
-    assert sorted(p.name for p in (plan.workspace / "submission").iterdir()) == [
+    assert sorted(p.name for p in plan.submission.iterdir()) == [
         "case-000.nii.gz", "case-001.nii.gz"]
-    product = evaluate_step.fn(plan, execution)
-    assert product is not None and not product.validation_ok
+    record_run(run_record(plan, execution))
+    card = score_cell(read_run(plan.run_id), plan.submission)
+    assert card.validation is not None and not card.validation.ok
     # 8 expected cases, 2 present: S4 = 0.5 · 2/8 + 0.5 · [all present valid = no] = 0.125
-    assert product.s4 == pytest.approx(0.125)
-    assert product.s5 == pytest.approx(0.5)  # case-000 has positive Dice, the suite fails
-    assert product.task_score == 0.0  # zero_dice_if_missing
-    scores = cell.judge_and_combine(plan, execution, _messages(plan), product)
-    assert scores.stages.s4 == pytest.approx(0.125) and scores.stages.s1 == 0.0  # no plan.md
-    codes = {c.value for c in scores.coding.fired}
+    assert card.s4 == pytest.approx(0.125)
+    assert card.s5 == pytest.approx(0.5)  # case-000 has positive Dice, the suite fails
+    assert card.task_score == 0.0  # zero_dice_if_missing
+    assert card.s1 == 0.0  # no plan.md
+    assert card.coding is not None
+    codes = {c.value for c in card.coding.fired}
     assert {"E1", "E4", "E5"} <= codes  # no plan, timeout, never submitted / invalid
 
 
-def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch,
+                                                seg_pool: Path) -> None:
     from support.openai_server import Transient
 
     from tasks_lib.agents import AgentSpec, Harness
@@ -87,16 +82,18 @@ def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch)
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
         plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
-                              SandboxBackend.LOCAL, 1, _pool(), "rules", time_budget_s=60)
+                              SandboxBackend.LOCAL, 1, seg_pool, "rules", time_budget_s=60)
         agent = AgentSpec(agent_id="flaky", harness=Harness.TOOL_LOOP, model="gpt-4o-mini",
                           params={"retries": 1})
-        execution = execute_step.fn(plan.model_copy(update={"agent": agent}))
+        record = execute_step.fn(plan.model_copy(update={"agent": agent}))
         assert len(server.requests) == 2  # first try + one retry
     reset_settings()
-    assert execution.status is RunStatus.ERROR and execution.end is None
-    assert execution.error is not None and "ServiceUnavailable" in execution.error
-    assert execution.turns == 0
-    messages = json.loads((plan.run_dir / "conversation.json").read_text())["messages"]
+    assert record.status is RunStatus.ERROR and record.end is None
+    assert record.error is not None and "ServiceUnavailable" in record.error
+    assert record.turns == 0 and read_run(plan.run_id) == record
+    messages = json.loads((plan.trace_dir / "conversation.json").read_text())["messages"]
     assert [m["role"] for m in messages] == ["system", "user"]
+    assert json.loads((plan.trace_dir / "workspace.json").read_text()) == []
+    assert list(plan.submission.iterdir()) == []
     row = store.runs(run_id=plan.run_id)[0]  # ledgered before any scoring
     assert (row.agent_id, row.status, row.turns, row.cost_usd) == ("flaky", "error", 0, 0.0)

@@ -44,8 +44,8 @@ def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
         sandbox.close()
 
 
-def test_docker_cells_agent_and_evaluator_in_containers(docker_env: str, prefect_harness: None
-                                                        ) -> None:
+def test_docker_cells_agent_and_evaluator_in_containers(docker_env: str, prefect_harness: None,
+                                                        seg_pool: Path) -> None:
     from flows.execute import run_cell
     from tasks_lib.settings import reset_settings
 

@@ -14,6 +14,7 @@ from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.harness.cell import StageScores
 from tasks_lib.harness.matrix import markdown, mean_se, summarise
 from tasks_lib.harness.record import CellReport
+from tasks_lib.ledger import store
 
 
 def _report(run_id: str, overall: float | None, status: RunStatus, codes: list[str],
@@ -53,7 +54,7 @@ def test_summary_recovery_codes_and_cost() -> None:
 
 
 @pytest.mark.slow
-def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None) -> None:
+def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None, seg_pool: Path) -> None:
     from flows.cli import run as _run  # noqa: F401
     from flows.cli.groups import app
     from tasks_lib.settings import reset_settings
@@ -72,3 +73,6 @@ def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None) -> None:
     assert cells["scripted-baseline"]["stages"]["s5"]["mean"] == 1.0
     report = Path(out["report_json"])
     assert report.is_file() and (report.parent / "matrix.md").is_file()
+    run_ids = out["report"]["run_ids"]
+    scored = store.scores_for(run_ids)  # one score flow over every run of the grid
+    assert sorted(s.run_id for s in scored) == sorted(run_ids)

@@ -16,7 +16,8 @@ from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.baselines import BaselineKind
 from tasks_lib.imaging.submission import safe_read
-from tasks_lib.imaging.types import PoolManifest, ScoreCard
+from tasks_lib.imaging.types import PoolManifest
+from tasks_lib.records import ScoreCard
 
 Pools = dict[str, tuple[str, PoolManifest]]
 Make = Callable[[str, BaselineKind], Path]
@@ -27,8 +28,9 @@ def _case(card: ScoreCard, case_id: str) -> dict[str, object]:
     return next(c for c in card.public_json()["per_case"] if c["case_id"] == case_id)  # type: ignore[union-attr, index]
 
 
-def _failed_columns(card: ScoreCard) -> dict[str, list[str]]:
-    return {f.column: f.cases for f in card.validation.failures}
+def _failed_rules(card: ScoreCard) -> dict[str, list[str]]:
+    assert card.validation is not None
+    return {f.rule: f.cases for f in card.validation.failures}
 
 
 @pytest.mark.parametrize("name", ["../outside.nii.gz", "/etc/passwd", "a\\b", "sub/../../x"])
@@ -55,17 +57,19 @@ def test_segmentation_bad_files(pools: Pools, baseline: Make) -> None:
                                                               (4, 4, 4)))
     (sub / "notes.txt").write_text("hello")
     card = score(SEG, url, sub)
-    assert "shape" in str(_case(card, ids[0])["reason"])
-    assert "dtype" in str(_case(card, ids[1])["reason"])
+    assert "shape=4x4x4" in str(_case(card, ids[0])["reason"])
+    assert "integer dtype" in str(_case(card, ids[1])["reason"])
     assert "NaN" in str(_case(card, ids[1])["reason"])
     assert "unreadable NIfTI" in str(_case(card, ids[2])["reason"])
     assert "unreadable NIfTI" in str(_case(card, ids[3])["reason"])
     assert _case(card, ids[4])["reason"] == "missing"
-    assert "values outside" in str(_case(card, ids[5])["reason"])
-    cols = _failed_columns(card)
-    assert cols["shape_ok"] == [ids[0]] and cols["readable"] == sorted([ids[2], ids[3], ids[4]])
-    assert cols["expected"] == ["notes.txt"] and cols["present"] == [ids[4]]
-    assert cols["dtype_ok"] == [ids[1]] and cols["values_ok"] == [ids[5]]
+    assert "labels=7" in str(_case(card, ids[5])["reason"])
+    rules = _failed_rules(card)
+    assert rules["shape_matches_manifest"] == [ids[0]]
+    assert rules["all_readable"] == sorted([ids[2], ids[3], ids[4]])
+    assert rules["only_expected"] == ["notes.txt"] and rules["all_present"] == [ids[4]]
+    assert rules["integer_dtype"] == rules["all_finite"] == [ids[1]]
+    assert rules["labels_in_task_set"] == [ids[5]]
     for cid in ids[:6]:
         assert _case(card, cid)["dice_macro"] == 0.0 and _case(card, cid)["hd95"] == 373.13
     assert _case(card, ids[6])["dice_macro"] == 1.0
@@ -86,7 +90,7 @@ def test_symlink_to_outside_is_never_read(pools: Pools, baseline: Make, tmp_path
     row = _case(card, m.cases[0].case_id)
     assert row["valid"] is False and "symlink" in str(row["reason"])
     assert row["dice_macro"] == 0.0  # the perfect reference behind the link was not used
-    assert _failed_columns(card)["safe"] == sorted([m.cases[0].case_id, "escape"])
+    assert _failed_rules(card)["files_safe"] == sorted([m.cases[0].case_id, "escape"])
 
 
 def test_all_corrupt_gives_s5_zero(pools: Pools, baseline: Make) -> None:
@@ -106,8 +110,9 @@ def test_enhancement_nan_inf_and_dtype(pools: Pools, baseline: Make) -> None:
     (sub / m.cases[0].output).write_bytes(codecs.npy_bytes(bad))
     (sub / m.cases[1].output).write_bytes(codecs.npy_bytes(np.zeros(m.cases[1].shape, np.int64)))
     card = score("ldct-denoise", url, sub)
-    cols = _failed_columns(card)
-    assert cols["finite"] == [m.cases[0].case_id] and cols["dtype_ok"] == [m.cases[1].case_id]
+    rules = _failed_rules(card)
+    assert rules["all_finite"] == [m.cases[0].case_id]
+    assert rules["float_dtype"] == [m.cases[1].case_id]
     assert card.metrics["ssim"] == pytest.approx(6 / 8)
 
 
@@ -125,11 +130,12 @@ def test_detection_box_checks(pools: Pools, baseline: Make) -> None:
         (sub / c.output).write_text(json.dumps(obj))
     (sub / m.cases[4].output).write_text("{not json")
     card = score("brain-lesion-det", url, sub)
-    cols = _failed_columns(card)
+    rules = _failed_rules(card)
     ids = [c.case_id for c in m.cases]
-    assert cols["boxes_ok"] == sorted(ids[:2]) and cols["values_ok"] == [ids[2]]
-    assert cols["readable"] == sorted(ids[3:5])
-    assert "not ordered or outside" in str(_case(card, ids[1])["reason"])
+    assert rules["boxes_ordered"] == [ids[0]] and rules["boxes_inside_right"] == [ids[1]]
+    assert rules["labels_known"] == [ids[2]] and rules["one_score_per_box"] == [ids[3]]
+    assert rules["all_readable"] == [ids[4]]
+    assert "boxes end inside the image" in str(_case(card, ids[1])["reason"])
     assert 0.0 < card.metrics["map_50"] < 1.0 and card.s5 == 0.5
 
 
@@ -145,8 +151,9 @@ def test_vqa_non_utf8_duplicates_and_unknown_ids(pools: Pools, baseline: Make) -
     first = text.splitlines()[1]
     (sub2 / "answers.csv").write_text(text + first + "\nnope-q9,yes\n")
     card2 = score("brain-lesion-vqa", url, sub2)
-    cols = _failed_columns(card2)
-    assert cols["unique"] == [first.split(",")[0]] and cols["expected"] == ["nope-q9"]
+    rules = _failed_rules(card2)
+    assert rules["one_row_per_case"] == [first.split(",")[0]]
+    assert rules["only_expected"] == ["nope-q9"]
     assert card2.task_score == pytest.approx((len(m.cases) - 1) / len(m.cases))
 
 
@@ -166,15 +173,16 @@ def test_csv_with_bom_is_accepted(pools: Pools, baseline: Make) -> None:
     assert score("brain-lesion-vqa", url, sub).task_score == 1.0
 
 
-def test_card_markdown_names_failures(pools: Pools, baseline: Make) -> None:
-    from tasks_lib.imaging.scoring import card_markdown
-
+def test_card_names_failures(pools: Pools, baseline: Make) -> None:
     url, m = pools["ldct-denoise"]
     sub = baseline("ldct-denoise", BaselineKind.PERFECT)
     (sub / m.cases[2].output).unlink()
-    text = card_markdown(score("ldct-denoise", url, sub))
-    assert "FAILED" in text and f"- {m.cases[2].case_id}: missing" in text
-    assert "`present` — every expected case has an output" in text
+    card = score("ldct-denoise", url, sub)
+    assert card.validation is not None and not card.validation.ok
+    assert _case(card, m.cases[2].case_id)["reason"] == "missing"
+    failure = next(f for f in card.validation.failures if f.rule == "all_present")
+    assert (failure.column, failure.cases) == ("present", [m.cases[2].case_id])
+    assert failure.meaning == "every expected case has an output"
 
 
 def test_missing_folder_scores_zero(pools: Pools, tmp_path: Path) -> None:
@@ -185,7 +193,7 @@ def test_missing_folder_scores_zero(pools: Pools, tmp_path: Path) -> None:
 
 
 def test_zero_dice_policy_can_be_turned_off(pools: Pools, baseline: Make) -> None:
-    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.kit import imaging_kit
     from tasks_lib.imaging.pool import load_task
     from tasks_lib.sources import ScoringPolicy
 
@@ -193,9 +201,6 @@ def test_zero_dice_policy_can_be_turned_off(pools: Pools, baseline: Make) -> Non
     sub = baseline(SEG, BaselineKind.PERFECT)
     (sub / m.cases[0].output).unlink()
     card = load_task(SEG).model_copy(update={"policy": ScoringPolicy(zero_dice_if_missing=False)})
-    rows = steps.inspect.fn(str(sub), m)
-    val = steps.validate.fn("segmentation", rows)
-    per_case = steps.case_metrics.fn(card, str(sub), url, m, rows, False)
-    out = steps.assemble.fn(card, m, rows, per_case, {}, val)
+    out = imaging_kit(card.track).score_folder(card, url, sub)
     assert out.task_score == pytest.approx(7 / 8) and not out.notes
     assert score(SEG, url, sub).task_score == 0.0  # the shipped card keeps the published rule

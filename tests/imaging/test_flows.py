@@ -65,24 +65,25 @@ def test_cli_acceptance_commands(prefect_harness: None, tmp_path: Path) -> None:
 
 
 def test_score_is_appended_to_the_ledger_once(prefect_harness: None, tmp_path: Path) -> None:
+    """An uploaded folder is a run (same bytes, same run); re-scoring appends nothing."""
     from flows.construct import construct_imaging
     from flows.score import score_submission
     from tasks_lib.ledger import store
-    from tasks_lib.ledger.tables import RunRow
 
     pool = str(tmp_path / "pool")
     construct_imaging("brain-lesion-vqa", pool)
     sub = tmp_path / "sub"
     write_baseline(BaselineKind.CLASSICAL, pool, sub)
-    store.upsert_run(RunRow(run_id="imaging-run-1", agent_id="classical",
-                            task_id="brain-lesion-vqa",
-                            tier="standard", status="completed", submission_url=str(sub)))
-    first = score_submission("brain-lesion-vqa", str(sub), pool, run_id="imaging-run-1")
-    score_submission("brain-lesion-vqa", str(sub), pool, run_id="imaging-run-1")
-    rows = store.scores_for(["imaging-run-1"])
+    first = score_submission("brain-lesion-vqa", str(sub), pool)
+    again = score_submission("brain-lesion-vqa", str(sub), pool)
+    assert first.run_id and again.run_id == first.run_id
+    rows = store.scores_for([first.run_id])
     assert len(rows) == 1 and rows[0].task_score == pytest.approx(first.task_score)
-    assert json.loads(rows[0].stages_json) == {"s4": 1.0, "s5": 1.0}
+    assert {k: v for k, v in json.loads(rows[0].stages_json).items() if v is not None} == \
+        {"s4": 1.0, "s5": 1.0}
     assert rows[0].card_url and Path(rows[0].card_url).is_file()
+    run = store.runs(run_id=first.run_id)[0]
+    assert (run.track, run.tier, run.status, run.replicate) == ("vqa", "standard", "completed", 0)
 
 
 def test_malformed_submission_does_not_crash_the_flow(prefect_harness: None,

@@ -46,7 +46,7 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
     assert len(runs) == 13  # 11 zero-shot models in hard.csv + gpt-4o and gpt-4o-mini cot
     cards = score_qa(pool=published.url)
     again = score_qa(pool=published.url)
-    assert [c.accuracy_macro for c in cards] == [c.accuracy_macro for c in again]
+    assert [c.task_score for c in cards] == [c.task_score for c in again]
     rows = store.scores_for([r.run_id for r in runs])
     assert len(rows) == len(runs)  # re-scoring the same evaluator version adds nothing
     assert all(isinstance(r, ScoreRow) for r in rows)
@@ -54,12 +54,12 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
     # The flows' per-dataset accuracy equals the direct replay computation on the same items.
     direct = {(r.dataset, r.model, r.method): r.accuracy
               for r in replay_accuracy(load_predictions(HARD), pool.references).rows}
-    for card, run in zip(sorted(cards, key=lambda c: c.run_id),
+    for card, run in zip(sorted(cards, key=lambda c: c.run_id or ""),
                          sorted(runs, key=lambda r: r.run_id), strict=True):
-        for ds, score in card.per_dataset.items():
+        for ds, values in card.groups.items():
             key = (ds, run.agent.model, run.agent.method)
-            if score.n_answered == score.n_items:
-                assert score.accuracy == pytest.approx(direct[key])
+            if all(c.valid for c in card.per_case if c.case_id.startswith(f"{ds}/")):
+                assert values["exact_match"] == pytest.approx(direct[key])
 
     _ledger_written_even_on_cache_hits(published.url, tmp_path, len(runs))
 

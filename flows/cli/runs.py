@@ -1,0 +1,94 @@
+"""Run-level commands of every track: ``score run``, ``runs list``, ``report``."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+
+from flows.cli.groups import location, report_app, runs_app, score_app, user_errors
+from tasks_lib.errors import InputDataError
+
+
+@score_app.command("run")
+@user_errors()
+def score_run_cmd(
+    run_id: str = typer.Argument(..., help="Run id (see: medflows runs list)."),
+    evaluator_version: str = typer.Option(
+        None, help="Show the card stored under this evaluator version instead of scoring with "
+        "the current one."),
+    as_json: bool = typer.Option(False, "--json", help="Print the whole score card as JSON."),
+) -> None:
+    """Score one stored run from storage and the ledger alone (append-only score rows)."""
+    from tasks_lib.records import card_key as key_of
+    from tasks_lib.records import read_card, run_store
+
+    if evaluator_version:
+        if not run_store(run_id).exists(key_of(evaluator_version)):
+            raise InputDataError(run_id, f"no score card stored under evaluator version "
+                                         f"{evaluator_version!r}")
+        card = read_card(run_id, evaluator_version)
+    else:
+        from flows.score import score_run
+
+        card = score_run(run_id)
+    if as_json:
+        typer.echo(json.dumps(card.public_json(), indent=2, sort_keys=True))
+        return
+    typer.echo(f"{run_id}: task_score={card.task_score} ({card.evaluator_version}) "
+               f"metrics={json.dumps(card.metrics, sort_keys=True)}")
+
+
+@runs_app.command("list")
+@user_errors()
+def runs_list_cmd(
+    task: str = typer.Option(None, "--task", help="Only runs of this task (or QA pool) id."),
+    pool: str = typer.Option(None, help="Only runs on this pool version (root folder/URL)."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON rows."),
+) -> None:
+    """Runs in the ledger with their newest score."""
+    from tasks_lib.report import scored_runs
+    from tasks_lib.scoring import select_runs
+
+    rows = select_runs(None, task, location(pool) if pool else None)
+    latest = {s.run.run_id: s.score for s in scored_runs(rows)}
+    out = [{"run_id": r.run_id, "agent_id": r.agent_id, "task_id": r.task_id,
+            "track": r.track, "tier": r.tier, "replicate": r.replicate, "status": r.status,
+            "pool_id": r.pool_id, "pool_version": r.pool_version, "cost_usd": r.cost_usd,
+            "task_score": latest[r.run_id].task_score if r.run_id in latest else None,
+            "evaluator_version": latest[r.run_id].evaluator_version if r.run_id in latest
+            else None} for r in rows]
+    if as_json:
+        typer.echo(json.dumps(out, indent=2))
+        return
+    for o in out:
+        typer.echo(f"{o['run_id']:24} {o['agent_id']:40} {o['task_id']:22} {o['tier']:8} "
+                   f"r{o['replicate']} {o['status']:9} score={o['task_score']}")
+
+
+@report_app.callback()
+@user_errors()
+def report_cmd(
+    ctx: typer.Context,
+    task: str = typer.Option(None, "--task", help="Leaderboard of this task's (or QA pool's) "
+                                                  "runs."),
+    pool: str = typer.Option(None, help="Leaderboard of the runs on this pool version."),
+    evaluator_version: str = typer.Option(
+        None, help="Use the score rows of this evaluator version (default: each run's newest)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the leaderboard rows as JSON."),
+) -> None:
+    """Leaderboard from the ledger alone (never re-scores): CSV, markdown, plot, artifacts."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from flows.report import report
+    from tasks_lib.report import leaderboard, scored_runs
+    from tasks_lib.scoring import select_runs
+
+    pool_url = location(pool) if pool else None
+    files = report(task_id=task, pool=pool_url, evaluator_version=evaluator_version)
+    if as_json:
+        rows = leaderboard(scored_runs(select_runs(None, task, pool_url), evaluator_version))
+        typer.echo(json.dumps({"files": files.model_dump(),
+                               "rows": [r.model_dump() for r in rows]}, indent=2))
+        return
+    typer.echo(files.model_dump_json(indent=2))

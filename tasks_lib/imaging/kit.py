@@ -1,0 +1,131 @@
+"""What the five imaging track kits share: score a submission folder against a built pool.
+
+inspect (a measurement frame per case) → validate (the track's Great Expectations suite) →
+per-case values of the card's metrics (Dask for volumes when the card's policy asks) →
+dataset-level values → policy → S4/S5 → :class:`~tasks_lib.records.ScoreCard`. Each track's
+kit (``tasks_lib/tracks/<track>.py``) fills in its renderer, case scorer, dataset metrics,
+baseline writer, policy and scripted recipe.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pandas as pd
+
+from evaluators.core import Track
+from expectations import validate_frame
+from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
+from tasks_lib.imaging.pool import read_manifest
+from tasks_lib.imaging.render import Rendered, Renderer
+from tasks_lib.imaging.scoring import Assembly, per_case_rows, score_card
+from tasks_lib.imaging.submission import inspect_submission
+from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationFailure, ValidationReport
+from tasks_lib.records import CaseScore, RunRecord, ScoreCard
+from tasks_lib.storage import Storage
+from tasks_lib.taskspec import TaskSpec, find_card
+from tasks_lib.tracks.base import KITS, TrackKit
+
+CaseScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]],
+                      dict[str, dict[str, float]]]
+"""``(submission, pool, manifest, valid case ids, metric names) → {case: {metric: value}}``."""
+TaskScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]], dict[str, float]]
+"""Dataset-level values (not means of per-case values), same arguments."""
+
+EVALUATOR_VERSION = "imaging-2"
+"""Tag on every imaging score card; bump when a metric, rule or policy changes."""
+
+
+def _no_task_metrics(*_args: object) -> dict[str, float]:
+    return {}
+
+
+class ImagingKit(TrackKit):
+    """An imaging track: generated pools of cases, file submissions, GX-validated frames."""
+
+    evaluator_version = EVALUATOR_VERSION
+    baseline_kinds = tuple(k.value for k in BaselineKind)
+
+    def __init__(self, track: Track, *, render: Renderer, case_scorer: CaseScorer,
+                 case_metrics: tuple[str, ...], baseline: BaselineFiles, method: str,
+                 recipe: str, task_scorer: TaskScorer = _no_task_metrics,
+                 task_metrics: tuple[str, ...] = ()) -> None:
+        self.track = track
+        self.suite = track.value
+        self.render: Renderer = render
+        self.case_scorer = case_scorer
+        self.task_scorer = task_scorer
+        self.case_metrics, self.task_metrics = case_metrics, task_metrics
+        self.supported_metrics = tuple(dict.fromkeys(case_metrics + task_metrics))
+        self.baseline: BaselineFiles = baseline
+        self._method, self._recipe = method, recipe
+
+    def recipe(self) -> tuple[str, str]:
+        """The scripted baseline agent's method name and ``method.py`` source."""
+        return self._method, self._recipe
+
+    def after_publish(self, pool_url: str, manifest: PoolManifest) -> None:
+        """Extra pool files after publishing (e.g. zarr copies of volumes); none by default."""
+
+    def policy(self, card: TaskSpec, per_case: list[CaseScore]) -> tuple[float | None, list[str]]:
+        """``(task score override, notes)`` of the card's policy; none by default."""
+        return None, []
+
+    def case_values(self, card: TaskSpec, submission: Path, pool_url: str, m: PoolManifest,
+                    valid: list[str], names: list[str], use_dask: bool
+                    ) -> dict[str, dict[str, float]]:
+        """Per-case values in this process (kits with a Dask path override this)."""
+        return self.case_scorer(submission, Storage(pool_url), m, valid, names)
+
+    def score(self, run: RunRecord, submission: Path) -> ScoreCard:
+        """Score a run's submission folder against the run's pool version."""
+        card = find_card(run.task_id, [self.track])
+        return self.score_folder(card, run.pool_url, submission, run.run_id)
+
+    def score_folder(self, card: TaskSpec, pool_url: str, submission: Path,
+                     run_id: str | None = None, use_dask: bool | None = None) -> ScoreCard:
+        """Score a submission folder (never raises on a bad submission)."""
+        self.check_card(card)
+        m = read_manifest(pool_url)
+        rows, validation = self.validate(inspect_submission(submission, m))
+        valid = [r.case_id for r in rows if r.valid]
+        wanted = [ref.evaluator for ref in card.metrics if ref.evaluator]
+        case_names = [n for n in wanted if n in self.case_metrics]
+        task_names = [n for n in wanted if n in self.task_metrics]
+        dask = card.policy.dask if use_dask is None else use_dask
+        values = self.case_values(card, submission, pool_url, m, valid, case_names, dask)
+        per_case = per_case_rows(m, rows, values, case_names)
+        task = self.task_scorer(submission, Storage(pool_url), m, valid, task_names)
+        assembly = Assembly(rows, per_case, task, validation, self.policy(card, per_case))
+        return score_card(card, m, self.evaluator_version, assembly, run_id)
+
+    def validate(self, rows: list[FrameRow]) -> tuple[list[FrameRow], ValidationReport]:
+        """Run the track's suite on the frame."""
+        frame = pd.DataFrame([{**r.model_dump(), "valid": r.valid} for r in rows])
+        out = validate_frame(self.suite or self.track.value, frame)
+        return rows, ValidationReport(ok=out.ok, suite=out.suite, failures=[
+            ValidationFailure(**f.model_dump()) for f in out.failures])
+
+    def build_files(self, card: TaskSpec) -> Rendered:
+        """Render the card's cases (construct's ingest for generated tasks)."""
+        self.check_card(card)
+        return self.render(card)
+
+
+def imaging_kit(track: Track | str) -> ImagingKit:
+    """The imaging kit of ``track`` (fails for non-imaging tracks)."""
+    from tasks_lib.tracks.base import kit_for
+
+    kit = kit_for(track)
+    if not isinstance(kit, ImagingKit):
+        raise KeyError(f"{track} is not an imaging track; imaging tracks: "
+                       f"{', '.join(imaging_tracks())}")
+    return kit
+
+
+def imaging_tracks() -> list[str]:
+    """Names of the registered imaging tracks."""
+    from tasks_lib.tracks import catalog  # noqa: F401
+
+    return [name for name in KITS.names() if isinstance(KITS.get(name), ImagingKit)]

@@ -1,0 +1,156 @@
+"""One run record and one score card for every track (ARCHITECTURE §5).
+
+Storage layout under the storage root, the same for every track and every kind of run::
+
+    runs/<run_id>/run.json                         RunRecord (what execute recorded)
+    runs/<run_id>/submission/                      what the agent handed in
+    runs/<run_id>/trace/                           conversation.json, trace.jsonl (research cells)
+    runs/<run_id>/scores/<evaluator_version>.json  ScoreCard (append-only, one per version)
+
+Execute writes the first three and the ledger's run row; ``score_run`` reads them (and nothing
+else) and appends the score card and the ledger's score row.
+"""
+
+from __future__ import annotations
+
+import re
+
+from pydantic import Field
+
+from evaluators.core import Frozen, RunStatus, Tier, Track
+from evaluators.judges.error_codes import Coding
+from tasks_lib.agents import AgentSpec
+from tasks_lib.imaging.types import ValidationReport
+from tasks_lib.storage import Storage
+
+RUN_JSON = "run.json"
+SUBMISSION = "submission"
+TRACE = "trace"
+
+
+class RunRecord(Frozen):
+    """What execute recorded for one run ``(agent_id, task_id, tier, run_id)``."""
+
+    run_id: str = Field(description="Unique run id.")
+    agent: AgentSpec = Field(description="Catalog entry (or replay agent) that ran.")
+    task_id: str = Field(description="Task card id, or the pool id of a multi-card QA pool.")
+    track: Track = Field(description="Track whose kit scores the run.")
+    tier: Tier = Field(default=Tier.STANDARD, description="Scaffolding tier.")
+    replicate: int = Field(default=0, ge=0, description="Replicate index.")
+    status: RunStatus = Field(description="completed / timeout / invalid / error.")
+    pool_url: str = Field(description="Root URL of the pool version the run used.")
+    pool_id: str = Field(description="Pool id.")
+    pool_version: int = Field(description="Pool version.")
+    pool_hash: str = Field(description="Content hash of that pool version.")
+    n_items: int | None = Field(default=None, description="Items or cases the pool asks for.")
+    n_answered: int | None = Field(default=None, description="Items the agent answered.")
+    turns: int | None = Field(default=None, description="Model calls or turns.")
+    wall_time_s: float | None = Field(default=None, description="Wall time of the execution.")
+    item_time_s: float | None = Field(
+        default=None, description="Mean seconds per answered item (QA; None if unknown).")
+    input_tokens: int | None = Field(default=None, description="Input tokens (None = unknown).")
+    output_tokens: int | None = Field(default=None, description="Output tokens.")
+    cost_usd: float | None = Field(default=None, description="USD (None = unknown/unpriced).")
+    sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
+    judge_model: str | None = Field(default=None, description="Judge model for S1–S3 "
+                                                              "('rules' = offline judge).")
+    end: str | None = Field(default=None, description="Why the agent loop stopped.")
+    violations: list[str] = Field(default_factory=list,
+                                  description="Isolation violations 'kind: evidence'.")
+    error: str | None = Field(default=None, description="Why the run ended in error, if it did.")
+
+    @property
+    def has_trace(self) -> bool:
+        """A research cell (sandboxed agent loop with a trace the judges read)."""
+        return self.sandbox is not None
+
+
+class CaseScore(Frozen):
+    """Metric values of one case (missing/invalid cases carry the metric's missing value)."""
+
+    case_id: str = Field(description="Case id.")
+    valid: bool = Field(description="The case's output passed every check.")
+    reason: str = Field(default="", description="Why the case was not scored normally.")
+    values: dict[str, float] = Field(description="Metric name → value.")
+
+
+class ScoreCard(Frozen):
+    """Everything scoring produced for one run (or one submission), any track."""
+
+    task_id: str = Field(description="Task card id (or pool id of a QA pool).")
+    track: Track = Field(description="Track.")
+    evaluator_version: str = Field(description="Evaluator version tag (the score row's key).")
+    pool_hash: str = Field(description="content_hash of the pool scored against.")
+    run_id: str | None = Field(default=None, description="Run scored (None: a loose folder).")
+    agent_id: str | None = Field(default=None, description="Agent of the run.")
+    primary_metric: str = Field(default="", description="Name of the headline metric.")
+    task_score: float | None = Field(description="Primary metric after policy.")
+    metrics: dict[str, float] = Field(description="Every metric the card lists, task level.")
+    groups: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="Metrics per stratum (QA: per dataset).")
+    coverage: float | None = Field(default=None, description="Answered / expected items.")
+    s1: float | None = Field(default=None, description="Plan (judged; research cells).")
+    s2: float | None = Field(default=None, description="Setup (judged).")
+    s3: float | None = Field(default=None, description="Validate (judged).")
+    s4: float | None = Field(default=None, description="0.5·completion + 0.5·[all present "
+                                                       "outputs valid].")
+    s5: float | None = Field(default=None, description="0.5·[positive metric evidence] + "
+                                                       "0.5·[suite passed].")
+    agentic: float | None = Field(default=None, description="Weighted stages (research cells).")
+    overall: float | None = Field(default=None, description="Weighted Agentic and task score.")
+    validation: ValidationReport | None = Field(default=None, description="Suite outcome.")
+    per_case: list[CaseScore] = Field(default_factory=list, description="Per-case values.")
+    notes: list[str] = Field(default_factory=list, description="Policy decisions applied.")
+    invalid_reason: str | None = Field(default=None, description="Why the submission is "
+                                                                 "invalid (agent's fault).")
+    judge_errors: dict[str, str] = Field(default_factory=dict,
+                                         description="Stage → why its judge failed.")
+    coding: Coding | None = Field(default=None, description="Error-code coder output.")
+
+    @property
+    def stages(self) -> dict[str, float | None]:
+        """S1–S5."""
+        return {"s1": self.s1, "s2": self.s2, "s3": self.s3, "s4": self.s4, "s5": self.s5}
+
+    def public_json(self) -> dict[str, object]:
+        """The CLI JSON shape: per_case rows are flat ``{case_id, valid, reason, metric: v}``."""
+        data = self.model_dump(mode="json")
+        data["per_case"] = [{"case_id": c.case_id, "valid": c.valid, "reason": c.reason,
+                             **c.values} for c in self.per_case]
+        return data
+
+
+def runs_store() -> Storage:
+    """``runs/`` under the configured storage root."""
+    return Storage.from_settings().child("runs")
+
+
+def run_store(run_id: str) -> Storage:
+    """``runs/<run_id>/`` under the configured storage root."""
+    return runs_store().child(run_id)
+
+
+def card_key(evaluator_version: str) -> str:
+    """Key of a score card below ``runs/<run_id>/``."""
+    return f"scores/{re.sub(r'[^A-Za-z0-9._+-]', '-', evaluator_version)}.json"
+
+
+def write_run(record: RunRecord) -> str:
+    """Store ``run.json``; returns its URL."""
+    return run_store(record.run_id).write_json(RUN_JSON, record)
+
+
+def read_run(run_id: str) -> RunRecord:
+    """The stored run record of ``run_id``."""
+    return RunRecord.model_validate(run_store(run_id).read_json(RUN_JSON))
+
+
+def write_card(card: ScoreCard) -> str:
+    """Store a run's score card under its evaluator version; returns the URL."""
+    assert card.run_id is not None
+    return run_store(card.run_id).write_json(card_key(card.evaluator_version), card)
+
+
+def read_card(run_id: str, evaluator_version: str) -> ScoreCard:
+    """A stored score card."""
+    return ScoreCard.model_validate(run_store(run_id).read_json(card_key(evaluator_version)))

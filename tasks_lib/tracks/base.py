@@ -1,0 +1,72 @@
+"""The track seam: one kit per track, registered once in :data:`KITS` (ARCHITECTURE §5).
+
+A kit is the only place that knows what a track does. Everything else — construct, execute, the
+one score flow, reports, the CLI, the harness — asks the run's or card's kit and never branches
+on the track name. Adding a track = one kit module in ``tasks_lib/tracks/`` (imported in
+:mod:`tasks_lib.tracks.catalog`), one expectations suite, task cards, golden baselines and tests.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+
+from evaluators.core import InputDataError, Registry, Track
+from tasks_lib.records import RunRecord, ScoreCard
+from tasks_lib.taskspec import TaskSpec
+
+
+class TrackKit(ABC):
+    """What a track plugs into the pipeline.
+
+    Attributes:
+        track: The track this kit serves.
+        evaluator_version: Tag on every score card the kit produces; bump it when a metric,
+            policy or rule changes (re-scoring then appends a new score row).
+        supported_metrics: Registered metrics this kit can compute for a card. A card may list
+            any of them; every listed one lands on the score card.
+        suite: Great Expectations suite validating the kit's measurement frame (None: the kit
+            validates structurally, e.g. QA answers).
+        baseline_kinds: Baseline submissions the kit can write (``perfect``, ``empty``,
+            ``constant``, …) for golden tests.
+    """
+
+    track: Track
+    evaluator_version: str
+    supported_metrics: tuple[str, ...]
+    suite: str | None = None
+    baseline_kinds: tuple[str, ...] = ()
+
+    def check_card(self, card: TaskSpec) -> None:
+        """Fail with the card and the known metrics if the card asks for one this kit lacks."""
+        unknown = [m.name for m in card.metrics if m.evaluator is not None
+                   and m.evaluator not in self.supported_metrics]
+        if unknown:
+            raise InputDataError(card.task_id, f"the {self.track.value} kit cannot compute "
+                                               f"{', '.join(unknown)}; it computes "
+                                               f"{', '.join(self.supported_metrics)}")
+
+    @abstractmethod
+    def score(self, run: RunRecord, submission: Path) -> ScoreCard:
+        """The product score card of a run's submission (a local folder), no judges.
+
+        Invalid or missing cases are scored by the card's policy and recorded, never raised;
+        only our own bugs and broken pools raise.
+        """
+
+    def recipe(self) -> tuple[str, str]:
+        """``(method name, Python source)`` of the scripted baseline agent's method (research
+        cells); kits without research cells raise."""
+        raise InputDataError(self.track.value, f"the {self.track.value} track has no scripted "
+                                               "research recipe")
+
+
+KITS: Registry[TrackKit] = Registry("track kit")
+"""Every track's kit, keyed by track name (filled by :mod:`tasks_lib.tracks.catalog`)."""
+
+
+def kit_for(track: Track | str) -> TrackKit:
+    """The kit of ``track`` (an unknown track fails with the known ones)."""
+    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit once)
+
+    return KITS.get(Track(track).value if isinstance(track, Track) else track)

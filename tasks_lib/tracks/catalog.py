@@ -1,0 +1,11 @@
+"""The one place that imports every track kit, so each registers itself exactly once."""
+
+from tasks_lib.tracks import (  # noqa: F401
+    challenge,
+    detection,
+    enhancement,
+    qa,
+    report_generation,
+    segmentation,
+    vqa,
+)

@@ -1,0 +1,17 @@
+"""The detection kit: boxes per image; mAP over the whole set (per-image AP on the cases)."""
+
+from __future__ import annotations
+
+from evaluators.core import Track
+from tasks_lib.harness import recipes
+from tasks_lib.imaging.baselines import boxes_baseline
+from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.render import render_detection
+from tasks_lib.imaging.scoring import detection_task_metrics, score_detection
+from tasks_lib.tracks.base import KITS
+
+KITS.add(Track.DETECTION.value, ImagingKit(
+    Track.DETECTION, render=render_detection, case_scorer=score_detection,
+    case_metrics=("map_50", "map_50_coco"), task_scorer=detection_task_metrics,
+    task_metrics=("map_50", "map_50_coco"), baseline=boxes_baseline,
+    method="LoG blob detection", recipe=recipes.DETECTION))

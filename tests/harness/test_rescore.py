@@ -1,0 +1,69 @@
+"""Research cells re-score from storage alone (``runs/<id>/{run.json, submission, trace}`` and
+the pool): the same card as the first scoring, and a bumped evaluator version appends a second
+score row next to the first (append-only)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+from sqlalchemy import delete
+from typer.testing import CliRunner
+
+from tasks_lib.harness.rescore import score_cell
+from tasks_lib.ledger import store
+from tasks_lib.ledger.tables import ScoreRow
+from tasks_lib.records import SUBMISSION, read_card, read_run, run_store
+from tasks_lib.settings import reset_settings
+from tasks_lib.storage import Storage
+from tasks_lib.tracks.base import kit_for
+
+pytestmark = pytest.mark.slow  # a cell plus three evaluator sandboxes
+
+
+def _drop_score_rows(run_id: str) -> None:
+    with store.session() as s:
+        s.execute(delete(ScoreRow).where(ScoreRow.run_id == run_id))  # type: ignore[arg-type]
+
+
+def test_cell_rescores_from_storage_alone(prefect_harness: None, seg_pool: Path,
+                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    from flows.cli import runs as _runs  # noqa: F401
+    from flows.cli.groups import app
+    from flows.execute import run_cell
+    from flows.score import score_runs
+
+    reset_settings()
+    report = run_cell(agent_id="scripted-baseline", task_id="brain-tissue-seg", tier="lite",
+                      judge_model="rules")
+    run_id, version = report.run_id, report.evaluator_version
+    assert version is not None and version.endswith("+judge:rules")
+    first = read_card(run_id, version)
+    assert first.s1 == 1.0 and first.per_case and first.coding is not None
+
+    folder = Path(run_store(run_id).root_path)
+    shutil.rmtree(folder / "workspace")  # scratch: scoring never reads it
+    shutil.rmtree(Storage.from_settings().root_path + "/judges")  # judgements recomputed too
+    _drop_score_rows(run_id)
+    again = score_cell(read_run(run_id), folder / SUBMISSION)
+    assert again.model_dump() == first.model_dump()
+
+    assert [c.model_dump() for c in score_runs(run_ids=[run_id])] == [first.model_dump()]
+    assert [r.evaluator_version for r in store.scores_for([run_id])] == [version]
+
+    kit_version = kit_for("segmentation").evaluator_version
+    monkeypatch.setattr(kit_for("segmentation"), "evaluator_version", "imaging-bumped")
+    result = CliRunner().invoke(app, ["score", "run", run_id, "--json"])
+    assert result.exit_code == 0, result.output
+    bumped = json.loads(result.output)
+    assert bumped["evaluator_version"] == version.replace(f"+{kit_version}+",
+                                                                 "+imaging-bumped+")
+    rows = store.scores_for([run_id])
+    assert [r.evaluator_version for r in rows] == [version, bumped["evaluator_version"]]
+    assert rows[0].overall == rows[1].overall == first.overall
+    newer = read_card(run_id, bumped["evaluator_version"])
+    assert read_card(run_id, version) == first
+    assert newer.model_dump(exclude={"evaluator_version"}) == first.model_dump(
+        exclude={"evaluator_version"})
