@@ -14,19 +14,21 @@ from tasks_lib.imaging.scoring import score_segmentation
 from tasks_lib.imaging.sharding import score_segmentation_dask, stage_references
 from tasks_lib.storage import Storage
 
+NAMES = ["dice_macro", "hd95"]
+
 
 def main() -> None:
     url, m, sub = pool_and_submission("brain-tissue-seg")
     stage_references(url, m)
     valid = [c.case_id for c in m.cases]
     t0 = time.perf_counter()
-    serial = score_segmentation(sub, Storage(url), m, valid)
+    serial = score_segmentation(sub, Storage(url), m, valid, NAMES)
     t_serial = time.perf_counter() - t0
     t0 = time.perf_counter()
     with dask_client(n_workers=2) as client:
         t_start = time.perf_counter() - t0
         t0 = time.perf_counter()
-        dask = score_segmentation_dask(sub, url, m, valid, client)
+        dask = score_segmentation_dask(sub, url, m, valid, NAMES, client)
         t_dask = time.perf_counter() - t0
     assert serial == dask, "Dask and serial scoring disagree"
     print(f"cases={len(valid)} serial={t_serial:.2f}s dask(2 workers, warm, incl. zarr staging)="

@@ -1,14 +1,15 @@
-"""How much does Prefect orchestration cost when scoring? (issue: QA walking skeleton)
+"""How much does Prefect orchestration cost when scoring? Reference: the same scoring
+functions in a plain Python loop.
 
-Builds the hard pool and replays every (model, method) of ``predictions/hard.csv.gz`` (not timed),
-then scores all runs twice, in one process, on the same stored submissions:
+Builds the hard pool and replays every (model, method) of ``predictions/hard.csv.gz`` (the demo's
+workload; not timed), then scores all runs, in one process, on the same stored submissions:
 
-1. the ``score-qa`` flow (steps, result persistence, ledger writes, temporary Prefect server
-   already running), and
-2. the same step functions (``score_run.fn`` then ``record_score.fn``) in a plain Python loop.
+1. the ``score-runs`` flow (chunked steps, card storage, ledger writes; the temporary Prefect
+   server is already running), and
+2. :func:`tasks_lib.scoring.score_one` per run in a plain Python loop.
 
-Score rows are deleted between the two so both do the same ledger inserts. Prints both wall times
-and their ratio. Run: ``make bench`` (or ``.venv/bin/python benchmarks/score_flow_overhead.py``).
+Score rows are deleted before each pass so both do the same work. Best of ``REPEATS``. Ends with
+``RESULT overhead=<flow/loop> …``. Run: ``make bench``.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ os.environ.update({
     "PREFECT_LOGGING_LEVEL": "WARNING",
 })
 
+REPEATS = 3
+
 
 def main() -> None:
     from sqlmodel import delete
@@ -36,34 +39,41 @@ def main() -> None:
     from flows.construct import construct_qa
     from flows.execute import execute_qa
     from flows.pipeline import HARD_MODELS
-    from flows.score import score_qa
+    from flows.score import score_runs
     from tasks_lib.ledger import store
     from tasks_lib.ledger.tables import ScoreRow
     from tasks_lib.qa.replay_report import default_source
-    from tasks_lib.qa.run_steps import record_score, score_run
+    from tasks_lib.scoring import score_one
 
     source = default_source()
     published = construct_qa(pool_id="bench", source=source, models=HARD_MODELS, meld=False,
                              auto_approve=True)
-    pool, pool_hash = published.url, published.manifest.content_hash
-    runs = execute_qa(pool=pool, replay=f"{source}/predictions/hard.csv.gz")
-    n_answers = sum(r.n_answered for r in runs)
+    runs = execute_qa(pool=published.url, replay=f"{source}/predictions/hard.csv.gz")
+    run_ids = [r.run_id for r in runs]
+    n_answers = sum(r.n_answered or 0 for r in runs)
 
-    started = time.perf_counter()
-    score_qa(pool=pool)
-    flow_s = time.perf_counter() - started
+    def clear() -> None:
+        with store.session() as s:
+            s.exec(delete(ScoreRow))  # type: ignore[call-overload]
 
-    with store.session() as s:
-        s.exec(delete(ScoreRow))  # type: ignore[call-overload]
-    started = time.perf_counter()
-    for run in runs:
-        record_score.fn(score_run.fn(run, pool, pool_hash))
-    loop_s = time.perf_counter() - started
+    flow_times, loop_times = [], []
+    for _ in range(REPEATS):
+        clear()
+        started = time.perf_counter()
+        score_runs(pool=published.url)
+        flow_times.append(time.perf_counter() - started)
+        clear()
+        started = time.perf_counter()
+        for run_id in run_ids:
+            score_one(run_id)
+        loop_times.append(time.perf_counter() - started)
 
+    flow_s, loop_s = min(flow_times), min(loop_times)
     print(f"runs scored: {len(runs)} ({n_answers} answers from hard.csv.gz)")
-    print(f"score flow:  {flow_s:8.2f} s")
-    print(f"plain loop:  {loop_s:8.2f} s")
-    print(f"ratio flow/loop: {flow_s / loop_s:.1f}x")
+    print(f"score flow:  {flow_s:8.2f} s (best of {REPEATS})")
+    print(f"plain loop:  {loop_s:8.2f} s (best of {REPEATS})")
+    print(f"RESULT overhead={flow_s / loop_s:.2f} flow_s={flow_s:.2f} loop_s={loop_s:.2f} "
+          f"runs={len(runs)}")
 
 
 if __name__ == "__main__":

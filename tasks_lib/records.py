@@ -148,7 +148,8 @@ def read_run(run_id: str) -> RunRecord:
 def write_card(card: ScoreCard) -> str:
     """Store a run's score card under its evaluator version; returns the URL."""
     assert card.run_id is not None
-    return run_store(card.run_id).write_json(card_key(card.evaluator_version), card)
+    return run_store(card.run_id).write_text(card_key(card.evaluator_version),
+                                             card.model_dump_json())
 
 
 def read_card(run_id: str, evaluator_version: str) -> ScoreCard:

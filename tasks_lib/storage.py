@@ -46,7 +46,7 @@ class Storage:
     def __init__(self, root_url: str, **storage_options: Any) -> None:
         self.root_url = root_url.rstrip("/")
         self.fs, root_path = url_to_fs(self.root_url, **storage_options)
-        self._root = root_path.rstrip("/")
+        self._root: str = str(root_path).rstrip("/")
         self._options = storage_options
 
     @classmethod

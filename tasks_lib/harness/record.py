@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from pydantic import Field
 
 from evaluators.judges.error_codes import ErrorCode
@@ -70,29 +72,41 @@ def run_record(plan: CellPlan, execution: Execution) -> RunRecord:
         error=execution.error)
 
 
-def _stages(card: ScoreCard | None) -> StageScores:
+class _Scores(NamedTuple):
+    """The score-card part of a report (all empty when the run was not scored)."""
+
+    stages: StageScores
+    agentic: float | None
+    task_score: float | None
+    overall: float | None
+    metrics: dict[str, float]
+    error_codes: list[ErrorCode]
+    dominant_error: ErrorCode | None
+    judge_errors: dict[str, str]
+
+
+def _scores(card: ScoreCard | None) -> _Scores:
     if card is None:
-        return StageScores(s1=None, s2=None, s3=None, s4=None, s5=None)
-    return StageScores.model_validate(card.stages)
+        return _Scores(StageScores(s1=None, s2=None, s3=None, s4=None, s5=None), None, None,
+                       None, {}, [], None, {})
+    coding = card.coding
+    return _Scores(StageScores.model_validate(card.stages), card.agentic, card.task_score,
+                   card.overall, card.metrics, [] if coding is None else coding.fired,
+                   None if coding is None else coding.dominant, card.judge_errors)
 
 
 def build_report(run: RunRecord, card: ScoreCard | None) -> CellReport:
     """The printed report of a run and its score card (None: not scored)."""
-    where = run_store(run.run_id)
-    coding = None if card is None else card.coding
+    where, sc = run_store(run.run_id), _scores(card)
     return CellReport(
         run_id=run.run_id, agent_id=run.agent.agent_id, task_id=run.task_id, tier=run.tier,
         replicate=run.replicate, sandbox=run.sandbox or "", status=run.status,
-        stages=_stages(card), agentic=None if card is None else card.agentic,
-        task_score=None if card is None else card.task_score,
-        overall=None if card is None else card.overall,
-        metrics={} if card is None else card.metrics,
-        error_codes=[] if coding is None else coding.fired,
-        dominant_error=None if coding is None else coding.dominant,
-        judge_errors={} if card is None else card.judge_errors, violations=run.violations,
-        turns=run.turns or 0, wall_time_s=run.wall_time_s or 0.0,
-        input_tokens=run.input_tokens or 0, output_tokens=run.output_tokens or 0,
-        cost_usd=run.cost_usd, trace_url=where.url(f"{TRACE}/{EVENTS}"),
+        stages=sc.stages, agentic=sc.agentic, task_score=sc.task_score, overall=sc.overall,
+        metrics=sc.metrics, error_codes=sc.error_codes, dominant_error=sc.dominant_error,
+        judge_errors=sc.judge_errors, violations=run.violations, turns=run.turns or 0,
+        wall_time_s=run.wall_time_s or 0.0, input_tokens=run.input_tokens or 0,
+        output_tokens=run.output_tokens or 0, cost_usd=run.cost_usd,
+        trace_url=where.url(f"{TRACE}/{EVENTS}"),
         conversation_url=where.url(f"{TRACE}/{CONVERSATION}"),
         submission_url=where.url(SUBMISSION),
         score_url=None if card is None else where.url(card_key(card.evaluator_version)),

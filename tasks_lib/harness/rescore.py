@@ -80,7 +80,8 @@ def invalid_card(run: RunRecord, version: str, coding: Coding) -> ScoreCard:
     reason = "; ".join(run.violations) or run.error or f"run ended {run.end}"
     return ScoreCard(
         task_id=run.task_id, track=run.track, evaluator_version=version,
-        pool_hash=run.pool_hash, run_id=run.run_id, primary_metric=card.primary_metric,
+        pool_hash=run.pool_hash, run_id=run.run_id, agent_id=run.agent.agent_id,
+        primary_metric=card.primary_metric,
         task_score=0.0, metrics={}, s1=0.0, s2=0.0, s3=0.0, s4=0.0, s5=0.0, agentic=0.0,
         overall=0.0, notes=[INVALID_NOTE], invalid_reason=f"isolation: {reason}", coding=coding)
 
@@ -105,8 +106,9 @@ def score_cell(run: RunRecord, submission: Path) -> ScoreCard:
                                                           digest, trace.files)}
     stages = {**product.stages, **{s: j.score for s, j in judged.items()}}
     agentic = agentic_score(stages, run.tier.value)
-    return ScoreCard.model_validate({
-        **product.model_dump(), **{s: stages[s] for s in judged}, "evaluator_version": version,
-        "agentic": agentic, "overall": overall_score(agentic, product.task_score, run.tier.value),
+    return product.model_copy(update={
+        **{s: j.score for s, j in judged.items()}, "evaluator_version": version,
+        "agent_id": run.agent.agent_id, "agentic": agentic,
+        "overall": overall_score(agentic, product.task_score, run.tier.value),
         "judge_errors": {s: j.error for s, j in judged.items() if j.error is not None},
-        "coding": coding.model_dump()})
+        "coding": coding})

@@ -12,16 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pandas as pd
-
 from evaluators.core import Track
-from expectations import validate_frame
 from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
 from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.imaging.render import Rendered, Renderer
 from tasks_lib.imaging.scoring import Assembly, per_case_rows, score_card
-from tasks_lib.imaging.submission import inspect_submission
-from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationFailure, ValidationReport
+from tasks_lib.imaging.submission import Inspector, measure_submission
+from tasks_lib.imaging.types import FrameRow, PoolManifest
+from tasks_lib.imaging.validation import Judged, judge_frame
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec, find_card
@@ -47,13 +45,15 @@ class ImagingKit(TrackKit):
     evaluator_version = EVALUATOR_VERSION
     baseline_kinds = tuple(k.value for k in BaselineKind)
 
-    def __init__(self, track: Track, *, render: Renderer, case_scorer: CaseScorer,
+    def __init__(self, track: Track, *, render: Renderer, measure: Inspector,
+                 case_scorer: CaseScorer,
                  case_metrics: tuple[str, ...], baseline: BaselineFiles, method: str,
                  recipe: str, task_scorer: TaskScorer = _no_task_metrics,
                  task_metrics: tuple[str, ...] = ()) -> None:
         self.track = track
         self.suite = track.value
         self.render: Renderer = render
+        self.measure: Inspector = measure
         self.case_scorer = case_scorer
         self.task_scorer = task_scorer
         self.case_metrics, self.task_metrics = case_metrics, task_metrics
@@ -88,7 +88,7 @@ class ImagingKit(TrackKit):
         """Score a submission folder (never raises on a bad submission)."""
         self.check_card(card)
         m = read_manifest(pool_url)
-        rows, validation = self.validate(inspect_submission(submission, m))
+        rows, validation = self.validate(measure_submission(submission, m), m)
         valid = [r.case_id for r in rows if r.valid]
         wanted = [ref.evaluator for ref in card.metrics if ref.evaluator]
         case_names = [n for n in wanted if n in self.case_metrics]
@@ -100,12 +100,9 @@ class ImagingKit(TrackKit):
         assembly = Assembly(rows, per_case, task, validation, self.policy(card, per_case))
         return score_card(card, m, self.evaluator_version, assembly, run_id)
 
-    def validate(self, rows: list[FrameRow]) -> tuple[list[FrameRow], ValidationReport]:
-        """Run the track's suite on the frame."""
-        frame = pd.DataFrame([{**r.model_dump(), "valid": r.valid} for r in rows])
-        out = validate_frame(self.suite or self.track.value, frame)
-        return rows, ValidationReport(ok=out.ok, suite=out.suite, failures=[
-            ValidationFailure(**f.model_dump()) for f in out.failures])
+    def validate(self, rows: list[FrameRow], m: PoolManifest) -> Judged:
+        """Run the track's suite on the measurement frame; its verdict folded into the rows."""
+        return judge_frame(self.suite or self.track.value, rows, m)
 
     def build_files(self, card: TaskSpec) -> Rendered:
         """Render the card's cases (construct's ingest for generated tasks)."""

@@ -26,7 +26,6 @@ from nibabel.spatialimages import HeaderDataError
 from nibabel.wrapstruct import WrapStructError
 from numpy.typing import NDArray
 
-from evaluators.registry import Registry
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.types import CaseEntry, FrameRow, PoolManifest
@@ -150,7 +149,7 @@ def _measure_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
     return rows
 
 
-def _measure_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
     allowed = {0, *m.labels}
 
     def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
@@ -160,7 +159,7 @@ def _measure_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
     return _measure_cases(root, m, load_label_map, measure)
 
 
-def _measure_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
     def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
         return {**array_columns(arr), "expected_shape": shape_text(case.shape)}
 
@@ -210,7 +209,7 @@ def box_columns(obj: dict[str, list[Any]], classes: Collection[int]) -> Columns:
     return cols
 
 
-def _measure_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
     classes = set(m.classes)
 
     def measure(case: CaseEntry, obj: dict[str, list[Any]]) -> Columns:
@@ -260,12 +259,17 @@ def _measure_table(root: Path, m: PoolManifest, key: str, value: str) -> list[Fr
 
 
 Inspector = Callable[[Path, PoolManifest], list[FrameRow]]
-INSPECTORS: Registry[Inspector] = Registry("submission inspector")
-INSPECTORS.add("segmentation", _measure_segmentation)
-INSPECTORS.add("enhancement", _measure_enhancement)
-INSPECTORS.add("detection", _measure_detection)
-INSPECTORS.add("vqa", lambda root, m: _measure_table(root, m, "question_id", "answer"))
-INSPECTORS.add("report_generation", lambda root, m: _measure_table(root, m, "case_id", "report"))
+"""A track kit's measurer: ``(submission folder, manifest) → measurement rows``."""
+
+
+def measure_answers(root: Path, m: PoolManifest) -> list[FrameRow]:
+    """Measurements of a VQA answers table (``question_id,answer``)."""
+    return _measure_table(root, m, "question_id", "answer")
+
+
+def measure_reports(root: Path, m: PoolManifest) -> list[FrameRow]:
+    """Measurements of a reports table (``case_id,report``)."""
+    return _measure_table(root, m, "case_id", "report")
 
 
 def extra_entries(root: Path, m: PoolManifest) -> list[FrameRow]:
@@ -282,7 +286,9 @@ def measure_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
     case missing). Pass it to :func:`tasks_lib.imaging.validation.judge_frame`."""
     if root.is_symlink() or not root.is_dir():
         return [_missing(c, "submission folder missing") for c in m.cases]
-    return INSPECTORS.get(m.track.value)(root, m) + extra_entries(root, m)
+    from tasks_lib.imaging.kit import imaging_kit
+
+    return imaging_kit(m.track).measure(root, m) + extra_entries(root, m)
 
 
 def inspect_submission(root: Path, m: PoolManifest) -> list[FrameRow]:

@@ -5,6 +5,10 @@ open (expected, present, safe, readable, unique) and no suite rule failed on it.
 submission must satisfy beyond "could it be measured" (shape, dtype kind, finiteness, value range,
 labels, boxes, text length) lives in ``expectations/suites/<track>.json``; a case a rule rejects is
 not scored, and its reason names the rule, the GX expectation and the offending values.
+
+Row-level rules (column-map and column-pair expectations) invalidate exactly the rows GX lists as
+unexpected, and only when the expectation fails as a whole (a rule with ``mostly`` tolerates its
+share). Aggregate or table-level rules have no rows to blame: they fail the report (S5) only.
 """
 
 from __future__ import annotations
@@ -14,13 +18,15 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from expectations import SuiteSpec, validate_frame
+from expectations import Failure, SuiteSpec, validate_frame
 from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationFailure, ValidationReport
 
 GATES = frozenset({"expected", "present", "safe", "readable", "unique"})
 """Frame columns that say whether a case could be measured at all (closed gate → row note)."""
 VERDICT = frozenset({"note", "judged", "failed"})
 """Row fields that are not measurements (never shown to the suite)."""
+ROW = "row"
+"""Frame column holding each row's position (the key GX reports failing rows by)."""
 
 
 class Judged(NamedTuple):
@@ -31,9 +37,11 @@ class Judged(NamedTuple):
 
 
 def measurement_frame(rows: list[FrameRow]) -> pd.DataFrame:
-    """The frame the suite validates: one row per frame row, gates and measurement columns."""
+    """The frame the suite validates: gates and measurement columns, plus each row's position."""
     columns = [f for f in FrameRow.model_fields if f not in VERDICT]
-    return pd.DataFrame([r.model_dump(exclude=set(VERDICT)) for r in rows], columns=columns)
+    frame = pd.DataFrame([r.model_dump(exclude=set(VERDICT)) for r in rows], columns=columns)
+    frame[ROW] = range(len(rows))
+    return frame
 
 
 def _check_covers(rows: list[FrameRow], manifest: PoolManifest) -> None:
@@ -55,14 +63,22 @@ def failure_reason(f: ValidationFailure, case_id: str) -> str:
             f"[{f.expectation}({f.column}){'; got ' + got if got else ''}]")
 
 
-def _reasons(report: ValidationReport) -> dict[str, list[str]]:
-    """Case id → reasons of the failed rules on measurements (gate rules repeat the row note)."""
-    out: dict[str, list[str]] = defaultdict(list)
-    for f in report.failures:
+def _by_case(f: Failure, rows: list[FrameRow]) -> ValidationFailure:
+    """A failure keyed by row position → the same failure keyed by case id."""
+    values = {rows[int(pos)].case_id: v for pos, v in f.values.items()}
+    return ValidationFailure(**{**f.model_dump(), "cases": sorted(values), "values": values})
+
+
+def _reasons(failures: list[Failure], rows: list[FrameRow]) -> dict[int, list[str]]:
+    """Row position → reasons of the failed rules on measurements (a failed gate rule repeats
+    the row's note, so it adds no reason)."""
+    out: dict[int, list[str]] = defaultdict(list)
+    for f in failures:
         if {c.strip() for c in f.column.split(",")} <= GATES:
             continue
-        for case_id in f.cases:
-            out[case_id].append(failure_reason(f, case_id))
+        named = _by_case(f, rows)
+        for pos in f.values:
+            out[int(pos)].append(failure_reason(named, rows[int(pos)].case_id))
     return out
 
 
@@ -86,10 +102,10 @@ def judge_frame(track: str, rows: list[FrameRow], manifest: PoolManifest,
         expectations.SuiteError: The suite cannot be evaluated on this frame.
     """
     _check_covers(rows, manifest)
-    out = validate_frame(track, measurement_frame(rows), suite=suite)
-    report = ValidationReport(ok=out.ok, suite=out.suite, failures=[
-        ValidationFailure(**f.model_dump()) for f in out.failures])
-    reasons = _reasons(report)
-    judged = [r.model_copy(update={"judged": True, "failed": reasons.get(r.case_id, [])})
-              for r in rows]
+    out = validate_frame(track, measurement_frame(rows), key=ROW, suite=suite)
+    report = ValidationReport(ok=out.ok, suite=out.suite,
+                              failures=[_by_case(f, rows) for f in out.failures])
+    reasons = _reasons(out.failures, rows)
+    judged = [r.model_copy(update={"judged": True, "failed": reasons.get(pos, [])})
+              for pos, r in enumerate(rows)]
     return Judged(judged, report)

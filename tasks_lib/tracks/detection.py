@@ -8,10 +8,12 @@ from tasks_lib.imaging.baselines import boxes_baseline
 from tasks_lib.imaging.kit import ImagingKit
 from tasks_lib.imaging.render import render_detection
 from tasks_lib.imaging.scoring import detection_task_metrics, score_detection
+from tasks_lib.imaging.submission import measure_detection
 from tasks_lib.tracks.base import KITS
 
 KITS.add(Track.DETECTION.value, ImagingKit(
-    Track.DETECTION, render=render_detection, case_scorer=score_detection,
+    Track.DETECTION, render=render_detection, measure=measure_detection,
+    case_scorer=score_detection,
     case_metrics=("map_50", "map_50_coco"), task_scorer=detection_task_metrics,
     task_metrics=("map_50", "map_50_coco"), baseline=boxes_baseline,
     method="LoG blob detection", recipe=recipes.DETECTION))

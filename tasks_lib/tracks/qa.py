@@ -8,6 +8,7 @@ references. A QA pool spans several dataset cards; every metric any of them list
 from __future__ import annotations
 
 from collections import defaultdict
+from functools import lru_cache
 from pathlib import Path
 
 from evaluators.core import Track
@@ -15,6 +16,7 @@ from evaluators.qa import answered, exact_match
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.runner import QAAnswer
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
+from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import load_card
 from tasks_lib.tracks.base import KITS, TrackKit
@@ -36,12 +38,7 @@ class QAKit(TrackKit):
 
     def card_metrics(self, datasets: list[str]) -> list[str]:
         """Metrics the pool's dataset cards list, in first-seen order (primary first)."""
-        names: list[str] = []
-        for ds in datasets:
-            card = load_card(Track.QA, ds)
-            self.check_card(card)
-            names += [m for m in [card.primary_metric, *card.metric_names] if m not in names]
-        return names
+        return list(_card_metrics(tuple(datasets), str(get_settings().datasets_dir)))
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Per item values of every listed metric; per dataset means; macro over datasets."""
@@ -55,14 +52,16 @@ class QAKit(TrackKit):
                 ignored += 1
             else:
                 first.setdefault(a.key, a)
-        fns = {"exact_match": lambda a, key: exact_match(a.answer, pool.references[key].answer_idx),
-               "answered": lambda a, key: answered(a.answer, options[key])}
         per_case, by_ds = [], defaultdict(list)
         for key, ref in pool.references.items():
             got = first.get(key)
-            values = {n: fns[n](got, key) if got else 0.0 for n in names}
+            answer = got.answer if got is not None else None
+            values = {"exact_match": exact_match(answer, ref.answer_idx),
+                      "answered": answered(answer, options[key])}
+            values = {n: values[n] for n in names}
             per_case.append(CaseScore(case_id=key, valid=got is not None,
-                                      reason="" if got else "no answer", values=values))
+                                      reason="" if got is not None else "no answer",
+                                      values=values))
             by_ds[ref.dataset].append(values)
         groups = {ds: {n: sum(v[n] for v in rows) / len(rows) for n in names}
                   for ds, rows in sorted(by_ds.items())}
@@ -75,6 +74,17 @@ class QAKit(TrackKit):
             task_score=metrics[names[0]], metrics=metrics, groups=groups,
             coverage=len(first) / len(pool.references) if pool.references else 0.0,
             per_case=per_case, notes=notes)
+
+
+@lru_cache(maxsize=32)
+def _card_metrics(datasets: tuple[str, ...], datasets_dir: str) -> tuple[str, ...]:
+    names: list[str] = []
+    kit = KITS.get(Track.QA.value)
+    for ds in datasets:
+        card = load_card(Track.QA, ds)
+        kit.check_card(card)
+        names += [m for m in [card.primary_metric, *card.metric_names] if m not in names]
+    return tuple(names)
 
 
 KITS.add(Track.QA.value, QAKit())

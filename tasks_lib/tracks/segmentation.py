@@ -11,6 +11,7 @@ from tasks_lib.imaging.baselines import label_map_baseline
 from tasks_lib.imaging.kit import ImagingKit
 from tasks_lib.imaging.render import render_segmentation
 from tasks_lib.imaging.scoring import score_segmentation
+from tasks_lib.imaging.submission import measure_segmentation
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.records import CaseScore
 from tasks_lib.taskspec import TaskSpec
@@ -44,6 +45,7 @@ class SegmentationKit(ImagingKit):
 
 
 KITS.add(Track.SEGMENTATION.value, SegmentationKit(
-    Track.SEGMENTATION, render=render_segmentation, case_scorer=score_segmentation,
+    Track.SEGMENTATION, render=render_segmentation, measure=measure_segmentation,
+    case_scorer=score_segmentation,
     case_metrics=("dice_macro", "hd95", "masd"), baseline=label_map_baseline,
     method="multi-Otsu tissue classification", recipe=recipes.SEGMENTATION))

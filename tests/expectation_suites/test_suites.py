@@ -22,7 +22,7 @@ from tasks_lib.imaging.types import CaseEntry, DeidRecord, FrameRow, PoolManifes
 from tasks_lib.imaging.validation import Judged, judge_frame
 
 SEG = "brain-tissue-seg"
-Writer = Callable[[Path], None]
+Writer = Callable[[Path], object]
 
 EVERY_TISSUE = ExpectationSpec(
     type="expect_column_values_to_be_between", kwargs={"column": "n_labels", "min_value": 3},
@@ -43,7 +43,8 @@ def tightened(track: str, rule: ExpectationSpec) -> SuiteSpec:
 @pytest.fixture(scope="module")
 def seg_pool(tmp_path_factory: pytest.TempPathFactory) -> tuple[str, PoolManifest]:
     """The segmentation task's pool, built as the construct flow does."""
-    return build_pool(SEG, tmp_path_factory.mktemp("suite-pools"))
+    pool: tuple[str, PoolManifest] = build_pool(SEG, tmp_path_factory.mktemp("suite-pools"))
+    return pool
 
 
 @pytest.fixture
@@ -224,7 +225,7 @@ def test_text_rule_rejects(track: str, table: str, rule: str, tmp_path: Path) ->
 
 def test_empty_detections_are_valid(tmp_path: Path) -> None:
     m = manifest(Track.DETECTION, ["good.json", "bad.json"], [H, W], classes={1: "mass"})
-    empty = {"boxes": [], "scores": [], "labels": []}
+    empty: dict[str, Any] = {"boxes": [], "scores": [], "labels": []}
     judged = judge_files(m, {"good.json": _boxes(BOX), "bad.json": _boxes(empty)}, tmp_path)
     assert judged.report.ok and all(r.valid for r in judged.rows)
 
@@ -239,6 +240,15 @@ def test_closed_gates_carry_the_note_not_the_rules(tmp_path: Path) -> None:
     bad = next(r for r in judged.rows if r.case_id == "bad")
     assert not bad.valid and bad.reason.startswith("unreadable NPY") and not bad.failed
     assert [f.rule for f in judged.report.failures] == ["all_readable"]
+
+
+def test_a_stray_file_named_like_a_case_spares_the_case(tmp_path: Path) -> None:
+    m = manifest(Track.ENHANCEMENT, ["good.npy", "bad.npy"], list(IMG.shape))
+    judged = judge_files(m, {"good.npy": _image(IMG), "bad.npy": _image(IMG),
+                             "good": _image(IMG)}, tmp_path)
+    assert [(r.case_id, r.expected, r.valid) for r in judged.rows] == [
+        ("good", True, True), ("bad", True, True), ("good", False, False)]
+    assert [(f.rule, f.cases) for f in judged.report.failures] == [("only_expected", ["good"])]
 
 
 def test_rows_are_valid_only_once_judged(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_prompt_and_cache_key() -> None:
 
 
 def test_agentic_and_overall_weights() -> None:
-    stages = {"s1": 1.0, "s2": 0.6, "s3": 0.5, "s4": 1.0, "s5": 0.5}
+    stages: dict[str, float | None] = {"s1": 1.0, "s2": 0.6, "s3": 0.5, "s4": 1.0, "s5": 0.5}
     # 0.25 + 0.15·0.6 + 0.35·0.5 + 0.15 + 0.10·0.5 = 0.25 + 0.09 + 0.175 + 0.15 + 0.05 = 0.715
     assert agentic_score(stages, "lite") == pytest.approx(0.715)
     assert overall_score(0.715, 0.8, "lite") == pytest.approx(0.7575)

@@ -12,6 +12,8 @@ from tasks_lib.imaging import codecs
 from tasks_lib.imaging.sharding import shard_bounds, sharded_hd95, to_zarr
 from tasks_lib.imaging.types import PoolManifest
 
+NAMES = ["dice_macro", "hd95"]
+
 Pools = dict[str, tuple[str, PoolManifest]]
 
 
@@ -78,8 +80,8 @@ def test_existing_scheduler_from_settings(pools: Pools, baseline: object,
         monkeypatch.setenv("MEDFLOWS_DASK_ADDRESS", cluster.scheduler_address)
         reset_settings()
         try:
-            got = score_segmentation_dask(sub, url, m, valid)
+            got = score_segmentation_dask(sub, url, m, valid, NAMES)
         finally:
             monkeypatch.delenv("MEDFLOWS_DASK_ADDRESS")
             reset_settings()
-    assert got == score_segmentation(sub, Storage(url), m, valid)
+    assert got == score_segmentation(sub, Storage(url), m, valid, NAMES)

@@ -19,8 +19,12 @@ from ops_support import BIN, PrefectServer, publish_test_pool, stop
 from tasks_lib.rotation import active_subset
 
 pytestmark = pytest.mark.slow
-EXPECTED = {"construct-qa/construct", "rotate-pool/rotate-quarterly", "execute-qa/execute-matrix",
-            "score-qa/score", "report-qa/report", "qa-benchmark/qa-benchmark"}
+EXPECTED = {"construct-qa/construct", "construct-imaging/construct-imaging",
+            "rotate-pool/rotate-quarterly", "execute-qa/execute-matrix",
+            "run-cell/research-cell", "run-matrix/research-matrix", "score-runs/score",
+            "score-run/score-run", "score-submission/score-submission", "report/report",
+            "qa-benchmark/qa-benchmark", "challenge-grade-rank/challenge-grade",
+            "challenge-benchmark-rank/challenge-benchmark-rank"}
 TERMINAL = {"COMPLETED", "FAILED", "CRASHED", "CANCELLED"}
 # Headless Chromium in a container: no sandbox (no user namespaces as root), no GPU, no
 # background networking (no update or safe-browsing calls), virtual time for the SPA to load.
@@ -143,8 +147,8 @@ def test_deploy_schedule_ui_run_and_browser(prefect_server: PrefectServer, tmp_p
     page = f"{prefect_server.ui_url}/deployments"
     dom = subprocess.run([chromium, *CHROMIUM_FLAGS, "--dump-dom", page], capture_output=True,
                          text=True, timeout=120).stdout
-    for name in ("construct", "rotate-quarterly", "execute-matrix", "score", "report",
-                 "qa-benchmark", "rotate-pool"):
+    for name in ("construct", "rotate-quarterly", "execute-matrix", "research-matrix", "score",
+                 "report", "qa-benchmark", "challenge-grade", "rotate-pool"):
         assert name in dom
     assert "every 3 months" in dom
     shot = tmp_path / "deployments.png"

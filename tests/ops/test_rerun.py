@@ -107,8 +107,8 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.filters import FlowRunFilter, FlowRunFilterName
 
-    from flows.cli.ops import rerun_flow_run
     from flows.pipeline import qa_benchmark
+    from tasks_lib.ops import rerun_flow_run
 
     pool_id = f"rerun-{uuid.uuid4().hex[:6]}"
     with pytest.raises(OSError, match="injected storage fault"):
@@ -134,8 +134,9 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     steps = _task_runs_since(root.id, since)
     assert {name for (name, state) in steps if name in EXPENSIVE and state != "Cached"} == set()
     assert steps[("ingest", "Cached")] == 9 and steps[("execute_agent", "Cached")] == 2
-    assert steps[("score_run", "Completed")] == 2  # the failed stage, re-executed
-    assert steps[("score_run", "Cached")] == 2  # report reads the fresh cards from the cache
+    # the failed stage re-executed: one chunk holding both runs; the report reads the ledger
+    assert steps[("score_chunk_step", "Completed")] == 1
+    assert sum(n for (name, _), n in steps.items() if name == "score_chunk_step") == 1
     writes = FailingScoresFS.writes - first_writes
     assert writes["answers.jsonl"] == 0  # no agent ran again
     assert writes["score-card"] == 2
@@ -153,17 +154,18 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     _assert_artifacts(pool_id)
 
     stage = rerun_flow_run(str(root.id), stage="score")
-    assert (stage.flow_name, stage.state) == ("score-qa", "COMPLETED")
+    assert (stage.flow_name, stage.state) == ("score-runs", "COMPLETED")
     assert len(store.scores_for(run_ids)) == 2
 
     from typer.testing import CliRunner
 
+    from flows.cli import ops  # noqa: F401  (registers the commands)
     from flows.cli.groups import app
 
     bad = CliRunner().invoke(app, ["rerun", str(root.id), "--stage", "judge"])
     assert bad.exit_code == 2
     assert "no stage 'judge'; stages of this run: construct-qa, execute-qa, qa-benchmark, " \
-           "report-qa, score-qa" in bad.output
+           "report, score-runs" in bad.output
 
 
 def _assert_artifacts(pool_id: str) -> None:

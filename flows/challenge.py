@@ -1,0 +1,94 @@
+"""challenge (ReX-MLE): grade a submission folder → rank it among the human leaderboard → judge
+the run's trace for winning strategies (optional) → artifact; and a benchmark rank over several
+challenge results."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from prefect import flow
+from prefect.artifacts import create_markdown_artifact
+from pydantic import Field
+
+from evaluators.judges.capability import RunCapability
+from evaluators.ranking import round_half_up
+from tasks_lib.artifacts import artifact_key
+from tasks_lib.challenge.grade import GradeReport, grade_step
+from tasks_lib.challenge.judge import judge_run_step
+from tasks_lib.challenge.rank import BenchmarkReport, ChallengeResult, RankReport, rank_benchmark
+from tasks_lib.domain import Frozen
+
+
+class ChallengeGrade(Frozen):
+    """What the grade-and-rank flow produced."""
+
+    grade: GradeReport = Field(description="Metrics and leaderboard placement (the CLI output).")
+    capability: RunCapability | None = Field(
+        default=None, description="Capability-judge verdicts of the trace (None without one).")
+
+
+@flow(name="challenge-grade-rank", flow_run_name="grade-{challenge}", log_prints=True)
+def challenge_grade_rank(challenge: str, submission: Path, reference: Path,
+                         trace: Path | None = None, agent_id: str = "agent",
+                         run_id: str | None = None, judge_model: str | None = None
+                         ) -> ChallengeGrade:
+    """Grade a submission folder against the private reference folder, rank it on the
+    challenge's human leaderboard (invalid → percentile 0) and, given the run's trace, judge which
+    winning strategies it shows (``run_id`` defaults to the submission folder's name)."""
+    run_id = run_id or submission.name
+    grade = grade_step(challenge, submission, reference)
+    capability = (judge_run_step(trace, run_id, agent_id, challenge, judge_model)
+                  if trace is not None else None)
+    create_markdown_artifact(key=artifact_key(f"grade-{challenge}-{run_id}"),
+                             markdown=_grade_markdown(grade, capability),
+                             description=f"Challenge {challenge}: {run_id}")
+    print(f"{challenge}: {run_id} percentile {_pct(grade.rank.percentile)}"
+          + (f" ({grade.invalid_reason})" if grade.invalid_reason else ""))
+    return ChallengeGrade(grade=grade, capability=capability)
+
+
+@flow(name="challenge-benchmark-rank", flow_run_name="benchmark-rank", log_prints=True)
+def challenge_benchmark_rank(results: list[ChallengeResult]) -> BenchmarkReport:
+    """Rank every attempted challenge and average the percentiles (failures count 0)."""
+    report = rank_benchmark(results)
+    create_markdown_artifact(key="challenge-benchmark-rank", markdown=_benchmark_markdown(report),
+                             description=f"Benchmark rank over {len(results)} challenges")
+    print(f"benchmark rank {_pct(report.benchmark_rank)} over {len(results)} challenges")
+    return report
+
+
+def _pct(value: float) -> str:
+    return f"{round_half_up(value * 100, 1):.1f} %"
+
+
+def _mean(rank: RankReport) -> str:
+    return "failed" if rank.mean_rank is None else f"{rank.mean_rank:g}"
+
+
+def _grade_markdown(grade: GradeReport, capability: RunCapability | None) -> str:
+    """The rank (per metric value and position), the invalid reason, the judged strategies."""
+    lines = [f"# {grade.challenge}: percentile {_pct(grade.rank.percentile)}", "",
+             f"N = {grade.rank.n_competitors} human competitors, mean rank "
+             f"{_mean(grade.rank)}, {grade.n_cases} cases graded.", ""]
+    if grade.invalid_reason:
+        lines += [f"**Invalid submission:** {grade.invalid_reason}", ""]
+    if grade.metrics:
+        lines += ["| metric | value | position |", "|---|---:|---:|"]
+        lines += [f"| {name} | {value:.4f} | {grade.rank.positions[name]} |"
+                  for name, value in grade.metrics.items()]
+    if capability is not None:
+        shown = [s for s, score in capability.scores.items() if score]
+        lines += ["", f"## Winning strategies in the trace: {len(shown)}", ""]
+        lines += [f"- **{s}**: {capability.evidence[s]}" for s in shown]
+        if capability.failed_sections:
+            lines += [f"- sections {capability.failed_sections} failed after retries; the "
+                      "verdicts cover the other sections only"]
+    return "\n".join(lines) + "\n"
+
+
+def _benchmark_markdown(report: BenchmarkReport) -> str:
+    lines = [f"# Benchmark rank {_pct(report.benchmark_rank)}", "",
+             "| challenge | N | mean rank | percentile |", "|---|---:|---:|---:|"]
+    lines += [f"| {r.challenge} | {r.n_competitors} | {_mean(r)} | {_pct(r.percentile)} |"
+              for r in report.challenges]
+    return "\n".join(lines) + "\n"
