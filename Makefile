@@ -27,7 +27,7 @@ test-fast: setup
 
 lint: setup
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/mypy evaluators tasks_lib
+	$(VENV)/bin/mypy evaluators tasks_lib flows
 
 bench: setup
 	$(PY) benchmarks/score_flow_overhead.py

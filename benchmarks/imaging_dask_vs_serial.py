@@ -34,6 +34,8 @@ def main() -> None:
     print(f"cases={len(valid)} serial={t_serial:.2f}s dask(2 workers, warm, incl. zarr staging)="
           f"{t_dask:.2f}s ratio dask/serial={t_dask / t_serial:.2f}; cluster start "
           f"{t_start:.2f}s (values identical)")
+    print(f"RESULT dask_over_serial={t_dask / t_serial:.2f} serial_s={t_serial:.2f} "
+          f"dask_s={t_dask:.2f} cases={len(valid)}")
 
 
 if __name__ == "__main__":

@@ -28,6 +28,8 @@ def main() -> None:
     print(f"images={len(refs)} map_50(VOC)={ours:.4f} COCOeval AP50={coco:.4f} "
           f"diff={ours - coco:+.4f}; ours={t_ours * 1e3:.1f}ms COCOeval={t_coco * 1e3:.1f}ms "
           f"ratio ours/COCO={t_ours / t_coco:.2f}")
+    print(f"RESULT ours_over_coco={t_ours / t_coco:.2f} map50_diff={ours - coco:+.4f} "
+          f"images={len(refs)}")
 
 
 if __name__ == "__main__":

@@ -19,7 +19,7 @@ from tasks_lib.harness.matrix import (
 from tasks_lib.harness.record import CellReport, build_reports
 from tasks_lib.harness.steps import execute_step, plan_grid_step, plan_step
 from tasks_lib.imaging.pool import load_task
-from tasks_lib.qa.planning import plan_agents, qa_time_budget, read_manifest
+from tasks_lib.qa.planning import plan_agents, qa_time_budget, read_manifest, resolve_pool_ref
 from tasks_lib.qa.run_steps import execute_agent, record_run_step
 from tasks_lib.records import RunRecord
 from tasks_lib.sandbox.base import SandboxBackend
@@ -36,9 +36,11 @@ def execute_qa(
     replicates: int = 1,
     time_budget_s: int | None = None,
 ) -> list[RunRecord]:
-    """Run catalog agents and/or replay recorded (model, method) groups on a published pool:
+    """Run catalog agents and/or replay recorded (model, method) groups on a published pool
+    (a root URL, or ``active:<subset_id>`` for the active rotation subset):
     replicates ``replicate … replicate + replicates − 1`` of each, within a time budget per run
     (default: the largest of the dataset cards')."""
+    pool = resolve_pool_ref(pool)
     manifest = read_manifest(pool)
     specs = plan_agents(agents or [], replay, replay_models, replay_methods)
     budget = time_budget_s or qa_time_budget(list(manifest.datasets))

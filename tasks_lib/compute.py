@@ -6,9 +6,8 @@ existing cluster need the medflows package installed and read volumes straight f
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
 from distributed import Client, LocalCluster
 
@@ -36,25 +35,3 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
         dashboard_address=None)
     with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         yield client
-
-
-def mean_metric(metric: Callable[[Any, Any], float], predictions: Sequence[Any],
-                references: Sequence[Any]) -> float:
-    """Mean of a pure ``(prediction, reference) → value`` metric over paired items (a Dask task:
-    it lives in an installed module, so any worker can run it)."""
-    if len(predictions) != len(references):
-        raise ValueError(f"{len(predictions)} predictions for {len(references)} references")
-    if not predictions:
-        raise ValueError("no items to score")
-    return float(sum(metric(p, r) for p, r in zip(predictions, references, strict=True))
-                 / len(predictions))
-
-
-def score_groups(client: Client, metric: Callable[[Any, Any], float],
-                 groups: Mapping[str, tuple[Sequence[Any], Sequence[Any]]]) -> dict[str, float]:
-    """``mean_metric`` of each named group of (predictions, references), one task per group."""
-    names = list(groups)
-    futures = client.map(mean_metric, [metric] * len(names), [groups[n][0] for n in names],
-                         [groups[n][1] for n in names], key=[f"score-{n}" for n in names])
-    results = client.gather(futures)  # type: ignore[no-untyped-call]
-    return dict(zip(names, results, strict=True))

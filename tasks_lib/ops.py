@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import UTC, datetime
 from enum import StrEnum
 from inspect import signature
 from pathlib import Path
@@ -283,7 +283,7 @@ def _stage_run(client: SyncPrefectClient, root: FlowRun, stage: str) -> tuple[Fl
     if not matches:
         raise InputDataError(str(root.id), f"no stage {stage!r}; stages of this run: "
                              f"{', '.join(sorted({n for _, n in named}))}")
-    return max(matches, key=lambda m: m[0].created or datetime.min)
+    return max(matches, key=lambda m: m[0].created or datetime.min.replace(tzinfo=UTC))
 
 
 def _run_here(flow: AnyFlow, flow_run: FlowRun) -> State[Any]:

@@ -44,11 +44,6 @@ class LeaderboardRow(Frozen):
     mean_time_s: float | None = Field(description="Mean seconds per item.")
     pareto: bool = Field(description="On the cost–score Pareto frontier.")
 
-    @property
-    def accuracy_macro(self) -> float:
-        """Former name of :attr:`task_score` (QA: macro Pass@1)."""
-        return self.task_score
-
 
 class ReportFiles(Frozen):
     """Where the report was written."""

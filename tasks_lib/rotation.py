@@ -286,11 +286,18 @@ def active_subset(subset_id: str) -> SubsetManifest:
     return SubsetManifest.model_validate(Storage(pointer.url).read_json(SUBSET_FILE))
 
 
-def subset_versions(subset_id: str) -> list[SubsetManifest]:
-    """Every published version of ``subset_id``, oldest first (for longitudinal comparison)."""
-    rows = sorted(store.pools(pool_id=subset_id, kind="subset"), key=lambda r: r.version)
-    return [SubsetManifest.model_validate(Storage(r.manifest_url.rsplit("/", 1)[0])
-                                          .read_json(SUBSET_FILE)) for r in rows]
+ACTIVE_PREFIX = "active:"
+"""``active:<subset_id>`` names the active version of a rotation subset wherever a pool is asked
+for (execute, score, report): a scheduled deployment always evaluates the current quarter's
+subset."""
+
+
+def resolve_pool(pool: str) -> str:
+    """The root URL of ``pool``: a pool root as given, or ``active:<subset_id>`` resolved through
+    the subset's ACTIVE pointer."""
+    if pool.startswith(ACTIVE_PREFIX):
+        return active_subset(pool.removeprefix(ACTIVE_PREFIX)).url
+    return pool
 
 
 def subset_markdown(subset: SubsetManifest) -> str:

@@ -146,8 +146,11 @@ class PoolVersion(NamedTuple):
 
 
 def pool_version(pool: str) -> PoolVersion:
-    """Id and version of the pool (QA pool, rotation subset or imaging pool) at ``pool``."""
-    root = Storage(pool)
+    """Id and version of the pool (QA pool, rotation subset or imaging pool) at ``pool`` (a root
+    URL or ``active:<subset_id>``)."""
+    from tasks_lib.rotation import resolve_pool
+
+    root = Storage(resolve_pool(pool))
     if not root.exists("manifest.json"):
         raise InputDataError(root.url("manifest.json"), "no pool here (build one with medflows "
                                                         "pool build …)")

@@ -23,17 +23,18 @@ def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) 
     """List the challenge cards with their ranked metrics."""
     import json
 
-    from tasks_lib.challenge.card import list_challenges, load_challenge
+    from tasks_lib.challenge.card import challenge_source, list_challenges, load_challenge
 
     cards = [load_challenge(c) for c in list_challenges()]
+    kinds = {c.task_id: challenge_source(c).task_type.value for c in cards}
     if as_json:
-        typer.echo(json.dumps([{"challenge": c.task_id, "task_type": c.task_type.value,
+        typer.echo(json.dumps([{"challenge": c.task_id, "task_type": kinds[c.task_id],
                                 "metrics": c.metric_names, "gradable": c.gradable}
                                for c in cards], indent=2))
         return
     for c in cards:
         graded = "gradable" if c.gradable else "rank-only"
-        typer.echo(f"{c.task_id:22} {c.task_type.value:25} {graded:9} {', '.join(c.metric_names)}")
+        typer.echo(f"{c.task_id:22} {kinds[c.task_id]:25} {graded:9} {', '.join(c.metric_names)}")
 
 
 @challenge_app.command("rank")

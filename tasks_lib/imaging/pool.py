@@ -14,16 +14,9 @@ from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifes
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec, find_card, list_cards
+from tasks_lib.taskspec import TaskSpec, find_card
 
 MANIFEST = "manifest.json"
-
-
-def imaging_task_ids() -> list[str]:
-    """Every imaging task id shipped in ``datasets/``."""
-    from tasks_lib.imaging.kit import imaging_tracks
-
-    return [tid for track in imaging_tracks() for tid in list_cards(Track(track))]
 
 
 def load_task(task_id: str) -> TaskSpec:
@@ -110,8 +103,3 @@ def read_manifest(pool_url: str) -> PoolManifest:
         raise InputDataError(pool.url(MANIFEST), "no pool here; build one with: medflows pool "
                                                  "build imaging --task TASK")
     return PoolManifest.model_validate_json(pool.read_text(MANIFEST))
-
-
-def pool_exists(pool_url: str) -> bool:
-    """Whether a complete pool (manifest written) exists at ``pool_url``."""
-    return Storage(pool_url).exists(MANIFEST)

@@ -25,8 +25,8 @@ from tasks_lib.imaging.submission import (
     read_text_table,
     safe_read,
 )
-from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationReport
-from tasks_lib.records import CaseScore, ScoreCard
+from tasks_lib.imaging.types import FrameRow, PoolManifest
+from tasks_lib.records import CaseScore, ScoreCard, ValidationReport
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
 

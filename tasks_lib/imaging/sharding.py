@@ -1,19 +1,13 @@
-"""Volumes as zarr inside the platform, per-case metrics on Dask, and exact z-sharded HD95.
+"""Volumes as zarr inside the platform and per-case segmentation metrics on Dask.
 
-Exactness of sharded HD95: a shard reads its z-slab plus a one-slice halo on each side, which is
-exactly what the face-connected erosion needs, so each shard finds precisely the global surface
-voxels inside its slab. Directed distances need the *whole* opposite surface (the nearest surface
-voxel may lie in any shard), so shards first return their surface points (small), the union is
-broadcast, and each shard queries a KD-tree of the opposite surface for its own points. All
-directed distances are gathered and the 95th percentiles are taken once, globally. Taking
-percentiles per shard and combining them is wrong; the tests show both facts.
+References are staged as z-chunked zarr when a segmentation pool is published; a scoring run
+stages the valid predictions beside them and ships pure evaluator calls to the cluster
+(``MEDFLOWS_DASK_ADDRESS``, else a LocalCluster), one case per task.
 """
 
 from __future__ import annotations
 
 import hashlib
-import itertools
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,9 +15,7 @@ import numpy as np
 import zarr
 from distributed import Client
 from numpy.typing import NDArray
-from scipy.spatial import cKDTree
 
-from evaluators.surface import ONE_EMPTY_MM, surface
 from tasks_lib.compute import dask_client
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.scoring import seg_case
@@ -93,57 +85,3 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: li
     dc: Any = client
     results = dc.gather([dc.submit(seg_case_zarr, *job, pure=False) for job in jobs])
     return {c.case_id: r for c, r in zip(cases, results, strict=True)}
-
-
-def shard_bounds(depth: int, n_shards: int) -> list[tuple[int, int]]:
-    """Contiguous z-ranges covering ``depth`` slices."""
-    edges = np.linspace(0, depth, n_shards + 1).astype(int)
-    return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
-
-
-def shard_surface(url: str, z0: int, z1: int, spacing: Sequence[float]) -> NDArray[np.float64]:
-    """Surface points (mm) of the mask at ``url`` with z in ``[z0, z1)``, using a 1-slice halo."""
-    arr = open_zarr(url)
-    lo, hi = max(0, z0 - 1), min(arr.shape[0], z1 + 1)
-    block = np.asarray(arr[lo:hi]) != 0
-    pts = np.argwhere(surface(block))
-    pts = pts[(pts[:, 0] + lo >= z0) & (pts[:, 0] + lo < z1)]
-    pts[:, 0] += lo
-    return np.asarray(pts * np.asarray(spacing, dtype=np.float64), dtype=np.float64)
-
-
-def nearest(points: NDArray[np.float64], other: NDArray[np.float64]) -> NDArray[np.float64]:
-    """Distance of each point to the nearest point of ``other`` (exact, KD-tree)."""
-    if len(points) == 0:
-        return np.zeros(0)
-    return np.asarray(cKDTree(other).query(points)[0], dtype=np.float64)
-
-
-def sharded_hd95(pred_url: str, ref_url: str, spacing: Sequence[float], n_shards: int,
-                 client: Client | None = None) -> float:
-    """HD95 of two zarr masks computed in z-shards; equal to the unsharded value."""
-    depth = open_zarr(ref_url).shape[0]
-    bounds = shard_bounds(depth, n_shards)
-    sp = list(map(float, spacing))
-    dc: Any = client
-    if dc is None:
-        p_parts = [shard_surface(pred_url, a, b, sp) for a, b in bounds]
-        r_parts = [shard_surface(ref_url, a, b, sp) for a, b in bounds]
-    else:
-        p_parts = dc.gather([dc.submit(shard_surface, pred_url, a, b, sp) for a, b in bounds])
-        r_parts = dc.gather([dc.submit(shard_surface, ref_url, a, b, sp) for a, b in bounds])
-    p_all, r_all = np.concatenate(p_parts), np.concatenate(r_parts)
-    if len(p_all) == 0 and len(r_all) == 0:
-        return 0.0
-    if len(p_all) == 0 or len(r_all) == 0:
-        return ONE_EMPTY_MM
-    if dc is None:
-        d_pr = [nearest(p, r_all) for p in p_parts]
-        d_rp = [nearest(r, p_all) for r in r_parts]
-    else:
-        r_fut = dc.scatter(r_all, broadcast=True)
-        p_fut = dc.scatter(p_all, broadcast=True)
-        d_pr = dc.gather([dc.submit(nearest, p, r_fut) for p in p_parts])
-        d_rp = dc.gather([dc.submit(nearest, r, p_fut) for r in r_parts])
-    return float(max(np.percentile(np.concatenate(d_pr), 95),
-                     np.percentile(np.concatenate(d_rp), 95)))

@@ -289,14 +289,3 @@ def measure_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
     from tasks_lib.imaging.kit import imaging_kit
 
     return imaging_kit(m.track).measure(root, m) + extra_entries(root, m)
-
-
-def inspect_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
-    """The measurement frame judged by the track's suite: rows ready for scoring.
-
-    Equivalent to ``judge_frame(m.track.value, measure_submission(root, m), m).rows``; callers
-    that also need the :class:`~tasks_lib.imaging.types.ValidationReport` call those two.
-    """
-    from tasks_lib.imaging.validation import judge_frame
-
-    return judge_frame(m.track.value, measure_submission(root, m), m).rows

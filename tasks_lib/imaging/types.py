@@ -1,4 +1,4 @@
-"""Boundary types of the imaging tracks: pool manifest, submission frame rows, validation."""
+"""Boundary types of the imaging tracks: pool manifest and submission measurement rows."""
 
 from __future__ import annotations
 
@@ -123,23 +123,3 @@ class FrameRow(Frozen):
     def reason(self) -> str:
         """Why the row is not valid, for people ('' if it is)."""
         return "; ".join(r for r in [self.note, *self.failed] if r)
-
-
-class ValidationFailure(Frozen):
-    """One failed expectation and the cases it failed on."""
-
-    expectation: str = Field(description="Expectation type.")
-    column: str = Field(description="Frame columns checked, comma-separated.")
-    meaning: str = Field(description="What the expectation means, for people.")
-    cases: list[str] = Field(description="Case ids (or file names) that failed.")
-    rule: str = Field(default="", description="Short rule name from the suite.")
-    values: dict[str, str] = Field(default_factory=dict,
-                                   description="Case id → offending values, e.g. 'shape=4x4x4'.")
-
-
-class ValidationReport(Frozen):
-    """The Great Expectations result, condensed."""
-
-    ok: bool = Field(description="Every expectation passed.")
-    suite: str = Field(description="Suite name.")
-    failures: list[ValidationFailure] = Field(description="Failed expectations.")

@@ -19,7 +19,8 @@ from typing import NamedTuple
 import pandas as pd
 
 from expectations import Failure, SuiteSpec, validate_frame
-from tasks_lib.imaging.types import FrameRow, PoolManifest, ValidationFailure, ValidationReport
+from tasks_lib.imaging.types import FrameRow, PoolManifest
+from tasks_lib.records import ValidationFailure, ValidationReport
 
 GATES = frozenset({"expected", "present", "safe", "readable", "unique"})
 """Frame columns that say whether a case could be measured at all (closed gate → row note)."""

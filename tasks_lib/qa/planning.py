@@ -29,6 +29,14 @@ def plan_agents(agents: list[str], replay: str | None, replay_models: list[str] 
     return specs
 
 
+@task(name="resolve-pool")
+def resolve_pool_ref(pool: str) -> str:
+    """The pool root URL (``active:<subset_id>`` → the active rotation subset's root)."""
+    from tasks_lib.rotation import resolve_pool
+
+    return resolve_pool(pool)
+
+
 @task(name="read-manifest")
 def read_manifest(pool: str) -> PoolManifest:
     """The manifest of the pool at ``pool``."""

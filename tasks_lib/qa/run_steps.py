@@ -17,11 +17,11 @@ from prefect.artifacts import create_progress_artifact, update_progress_artifact
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import RunStatus, Tier, Track
-from tasks_lib.harness.trace import redact, secret_values
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.runner import QAAnswer, known_sum, run_agent, run_id_for, total_cost
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
+from tasks_lib.redaction import redact, secret_values
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.qa import ANSWERS
@@ -51,8 +51,7 @@ def _progress(agent: AgentSpec) -> Callable[[int, int], None]:
 @task(name="execute-agent", task_run_name="execute-{agent.agent_id}-r{replicate}", **cached(
     modules=("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.qa.methods",
              "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa", "tasks_lib.llm",
-             "tasks_lib.agents", "tasks_lib.pricing", "tasks_lib.records",
-             "tasks_lib.harness.trace"),
+             "tasks_lib.agents", "tasks_lib.pricing", "tasks_lib.records", "tasks_lib.redaction"),
     settings_files=("price_snapshot",), **IO_RETRIES))
 def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int = 0,
                   tier: Tier = Tier.STANDARD, time_budget_s: int | None = None) -> RunRecord:

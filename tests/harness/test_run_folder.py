@@ -9,7 +9,8 @@ from pathlib import Path
 
 from tasks_lib.harness.cell import copy_submission
 from tasks_lib.harness.messages import ChatMessage, Role
-from tasks_lib.harness.trace import PLAN_CAP, REDACTED, TraceRecorder, load_trace, read_head
+from tasks_lib.harness.trace import PLAN_CAP, TraceRecorder, load_trace, read_head
+from tasks_lib.redaction import REDACTED
 from tasks_lib.storage import Storage
 
 SECRET = "sk-folder-test-0123456789abcdef"

@@ -75,9 +75,13 @@ def test_score_is_appended_to_the_ledger_once(prefect_harness: None, tmp_path: P
     sub = tmp_path / "sub"
     write_baseline(BaselineKind.CLASSICAL, pool, sub)
     first = score_submission("brain-lesion-vqa", str(sub), pool)
+    assert first.run_id
+    before = store.scores_for([first.run_id])
     again = score_submission("brain-lesion-vqa", str(sub), pool)
-    assert first.run_id and again.run_id == first.run_id
-    rows = store.scores_for([first.run_id])
+    assert again.run_id == first.run_id and again == first
+    rows = [r for r in store.scores_for([first.run_id])
+            if r.evaluator_version == first.evaluator_version]
+    assert store.scores_for([first.run_id]) == before
     assert len(rows) == 1 and rows[0].task_score == pytest.approx(first.task_score)
     assert {k: v for k, v in json.loads(rows[0].stages_json).items() if v is not None} == \
         {"s4": 1.0, "s5": 1.0}

@@ -12,14 +12,12 @@ from pathlib import Path
 import dask.array as da
 import nibabel as nib
 import numpy as np
-import pandas as pd
 import pytest
 from nibabel.testing import data_path
 from ops_support import BIN, free_port, stop
 
-from evaluators.qa import exact_match
-from tasks_lib.compute import dask_client, score_groups
-from tasks_lib.settings import get_settings, reset_settings
+from tasks_lib.compute import dask_client
+from tasks_lib.settings import reset_settings
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.slow
@@ -52,20 +50,22 @@ def scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 
 
 def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path) -> None:
-    source = get_settings().data_root / "medagentsbench"
-    preds = pd.read_csv(source / "predictions" / "hard.csv.gz", dtype={"predicted_answer": str})
-    preds = preds[(preds["model"] == "gpt-4o") & (preds["method"] == "zero_shot")]
-    preds = preds.assign(realidx=preds["realidx"].astype(str)).drop_duplicates(
-        ["dataset", "realidx"])
-    refs = pd.concat([pd.read_json(source / "questions" / f"{ds}.test.jsonl", lines=True)
-                      .assign(dataset=ds)[["dataset", "realidx", "answer_idx"]]
-                      .astype(str)
-                      for ds in sorted(preds["dataset"].unique())])
-    joined = preds.merge(refs, on=["dataset", "realidx"])
-    groups = {str(ds): (list(g["predicted_answer"].fillna("")), list(g["answer_idx"]))
-              for ds, g in joined.groupby("dataset")}
+    """The score flow's Dask path (segmentation per-case metrics) on the external cluster gives
+    exactly the in-process values; zarr volumes written by storage are read by the worker."""
+    from imaging.helpers import build_pool
+
+    from tasks_lib.imaging.baselines import BaselineKind, write_baseline
+    from tasks_lib.imaging.scoring import score_segmentation
+    from tasks_lib.imaging.sharding import score_segmentation_dask
+
+    url, m = build_pool("brain-tissue-seg", tmp_path / "pools")
+    sub = tmp_path / "sub"
+    write_baseline(BaselineKind.CLASSICAL, url, sub)
+    valid = [c.case_id for c in m.cases]
+    names = ["dice_macro", "hd95"]
     volume = np.asarray(nib.load(os.path.join(data_path, "example4d.nii.gz")).dataobj)[..., 0]
-    url = Storage(str(tmp_path / "storage")).write_volume("t1.zarr", volume, chunks=(32, 48, 12))
+    vol_url = Storage(str(tmp_path / "storage")).write_volume("t1.zarr", volume,
+                                                              chunks=(32, 48, 12))
 
     with dask_client() as client:
         deadline = time.monotonic() + 60
@@ -76,12 +76,10 @@ def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path
         [worker] = client.scheduler_info()["workers"]
         assert worker.startswith("tcp://127.0.0.1:")
         assert client.run(os.getpid)[worker] != os.getpid()
-        remote = score_groups(client, exact_match, groups)
-        brain = int(da.from_zarr(url).astype("int64").sum().compute())
+        remote = score_segmentation_dask(sub, url, m, valid, names, client)
+        brain = int(da.from_zarr(vol_url).astype("int64").sum().compute())
 
-    local = {ds: sum(p == r for p, r in zip(*pair, strict=True)) / len(pair[0])
-             for ds, pair in groups.items()}
-    assert remote == pytest.approx(local)
-    assert len(remote) == 9
-    assert min(remote.values()) > 0.0 and max(remote.values()) < 1.0
+    local = score_segmentation(sub, Storage(url), m, valid, names)
+    assert remote == local and len(remote) == len(m.cases)
+    assert all(0.0 < v["dice_macro"] < 1.0 for v in remote.values())
     assert brain == int(volume.astype(np.int64).sum())

@@ -18,7 +18,6 @@ from tasks_lib.rotation import (
     active_subset,
     allocate,
     stratum_of,
-    subset_versions,
 )
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
@@ -57,7 +56,7 @@ def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
                      subset_id=subset_id)
     assert v2.version == 2 and v2.content_hash != v1.content_hash
     assert active_subset(subset_id) == v2
-    assert [s.version for s in subset_versions(subset_id)] == [1, 2]
+    assert sorted(r.version for r in store.pools(pool_id=subset_id, kind="subset")) == [1, 2]
     assert load_pool(Storage(v1.url)).manifest.content_hash == v1.content_hash
     [row] = store.pools(pool_id=subset_id, version=2)
     assert row.kind == "subset" and json.loads(row.parents_json)[0]["pool_id"] == pool_id
@@ -66,7 +65,7 @@ def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
                       replay_methods=["zero_shot"])
     cards = score_qa(pool=v2.url)
     assert len(runs) == len(cards) == 1
-    assert (cards[0].pool_id, cards[0].pool_version) == (subset_id, 2)
+    assert (cards[0].task_id, cards[0].pool_hash) == (subset_id, v2.content_hash)
     [run_row] = store.runs(run_id=runs[0].run_id)
     assert (run_row.pool_id, run_row.pool_version, run_row.n_items) == (subset_id, 2, 7)
 
