@@ -24,7 +24,14 @@ from typing import Any
 import pandas as pd
 from pydantic import BaseModel, ConfigDict, Field
 
-SUITES = ("segmentation", "enhancement", "detection", "vqa", "report_generation")
+
+def suite_names() -> list[str]:
+    """Tracks with a suite file (``expectations/suites/<track>.json``), sorted."""
+    folder = resources.files("expectations").joinpath("suites")
+    return sorted(p.name.removesuffix(".json") for p in folder.iterdir()
+                  if p.name.endswith(".json"))
+
+
 COLUMN_KWARGS = ("column", "column_A", "column_B", "column_list")
 """Expectation kwargs that name frame columns, in reporting order."""
 
@@ -75,8 +82,9 @@ class Outcome(_Model):
 
 def load_suite(track: str) -> SuiteSpec:
     """The suite of ``track`` (``KeyError`` listing known suites for an unknown track)."""
-    if track not in SUITES:
-        raise KeyError(f"no expectation suite for track {track!r}; known: {', '.join(SUITES)}")
+    if track not in suite_names():
+        raise KeyError(f"no expectation suite for track {track!r}; known: "
+                       f"{', '.join(suite_names())}")
     text = resources.files("expectations").joinpath(f"suites/{track}.json").read_text("utf-8")
     return SuiteSpec.model_validate_json(text)
 

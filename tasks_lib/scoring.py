@@ -114,6 +114,9 @@ def score_one(run_id: str) -> ScoreCard:
     """Score a run unless its current evaluator version is already in the ledger (append-only:
     the stored card is returned then); store the card and append the score row."""
     run = load_run(run_id)
+    if run.status is RunStatus.ERROR:
+        raise InputDataError(run_id, f"the run ended in error and left nothing to score: "
+                                     f"{run.error or 'no reason recorded'}")
     version = evaluator_version(run)
     if store.score_exists(run_id, version) and run_store(run_id).exists(card_key(version)):
         return read_card(run_id, version)

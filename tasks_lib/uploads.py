@@ -16,7 +16,8 @@ from fsspec.implementations.local import LocalFileSystem
 
 from evaluators.core import InputDataError, RunStatus, Tier
 from tasks_lib.agents import upload_agent
-from tasks_lib.records import SUBMISSION, RunRecord, run_store
+from tasks_lib.ledger import store
+from tasks_lib.records import RUN_JSON, SUBMISSION, RunRecord, read_run, run_store
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import kit_for
@@ -64,6 +65,8 @@ def register_upload(task_id: str, folder: Path, pool_url: str, pool_id: str, poo
     kit_for(track)
     digest = submission_digest(folder)
     run_id = "upload-" + hashlib.sha256(f"{task_id}|{pool_hash}|{digest}".encode()).hexdigest()[:16]
+    if run_store(run_id).exists(RUN_JSON) and store.runs(run_id=run_id):
+        return read_run(run_id)  # the same bytes on the same pool version: the same run
     copy_submission(folder, run_store(run_id).child(SUBMISSION))
     record = RunRecord(
         run_id=run_id, agent=upload_agent(folder.name or "submission"), task_id=task_id,

@@ -68,5 +68,8 @@ def user_errors(*extra: type[Exception]) -> Callable[[F], F]:
 
 
 def location(path: str) -> str:
-    """Absolute path for a local folder or file (flows may run elsewhere); URLs unchanged."""
-    return path if "://" in path else str(Path(path).resolve())
+    """Absolute path for a local folder or file (flows may run elsewhere); URLs and
+    ``active:<subset_id>`` references unchanged."""
+    if "://" in path or path.startswith("active:"):
+        return path
+    return str(Path(path).resolve())

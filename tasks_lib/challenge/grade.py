@@ -25,7 +25,7 @@ import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.metrics import METRICS
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.card import load_challenge
-from tasks_lib.challenge.rank import RankReport, rank_one
+from tasks_lib.challenge.rank import RankReport, rank_graded
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError, InvalidSubmissionError
 from tasks_lib.sources import FileFormat
@@ -211,9 +211,9 @@ def grade_and_rank(challenge: str, submission_dir: Path, reference_dir: Path) ->
         metrics, n_cases = grade_submission(card, submission_dir, reference_dir)
     except InvalidSubmissionError as exc:
         return GradeReport(challenge=card.task_id, n_cases=0, metrics=None,
-                           invalid_reason=str(exc), rank=rank_one(card.task_id, None))
+                           invalid_reason=str(exc), rank=rank_graded(card.task_id, None))
     return GradeReport(challenge=card.task_id, n_cases=n_cases, metrics=metrics,
-                       rank=rank_one(card.task_id, metrics))
+                       rank=rank_graded(card.task_id, metrics))
 
 
 @task(task_run_name="grade-{challenge}")

@@ -69,6 +69,15 @@ def rank_one(challenge: str, metrics: Mapping[str, float] | None) -> RankReport:
     return RankReport.of(rank_exact(challenge, metrics))
 
 
+def rank_graded(challenge: str, metrics: Mapping[str, float] | None) -> RankReport:
+    """Rank graded values: only the card's leaderboard columns are ranked (a card may grade
+    secondary metrics the human leaderboard does not report)."""
+    if metrics is None:
+        return rank_one(challenge, None)
+    columns = {c.name for c in load_leaderboard(load_challenge(challenge))}
+    return rank_one(challenge, {k: v for k, v in metrics.items() if k in columns})
+
+
 def rank_benchmark(results: Sequence[ChallengeResult]) -> BenchmarkReport:
     """Rank every result and average the percentiles (failures count 0)."""
     ranks = [rank_exact(r.challenge, None if r.failed else r.metrics) for r in results]

@@ -5,9 +5,8 @@ regular files of the workspace when the agent stopped) and ``plan.md`` (a size-c
 the agent's plan). Together with the submission they are everything the judges and the
 error-code rules read, so a run re-scores from storage alone (:func:`load_trace`).
 
-Secrets are every environment value whose name looks like a credential (KEY, TOKEN, SECRET,
-PASSWORD, CREDENTIAL) plus anything shaped like a provider key or bearer token. Redaction is
-applied when a record is written, so no trace file can ever hold them.
+Secrets are redacted by the one rule of :mod:`tasks_lib.redaction` when a record is written, so
+no trace file can ever hold them.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ from evaluators.core import InvalidSubmissionError, Track
 from evaluators.metrics import METRICS
 from tasks_lib.challenge.card import load_challenge
 from tasks_lib.challenge.grade import grade_submission
-from tasks_lib.challenge.rank import rank_one
+from tasks_lib.challenge.rank import rank_graded
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.tracks.base import KITS, TrackKit
 
@@ -32,7 +32,7 @@ class ChallengeKit(TrackKit):
             invalid = None
         except InvalidSubmissionError as exc:
             metrics, invalid = {}, str(exc)
-        rank = rank_one(card.task_id, metrics or None)
+        rank = rank_graded(card.task_id, metrics or None)
         return ScoreCard(
             task_id=card.task_id, track=self.track, evaluator_version=self.evaluator_version,
             pool_hash=run.pool_hash, run_id=run.run_id, primary_metric=card.primary_metric,

@@ -156,6 +156,21 @@ def test_challenge_card_secondary_metric_is_graded(tmp_path: Path) -> None:
     metrics, n = grade_submission(extended, tmp_path / "sub", tmp_path / "ref")
     assert n == 10 and set(metrics) == {"score", "plcc"}
     assert metrics["plcc"] == pytest.approx(1 - 12 / 990)
+    from tasks_lib.challenge.rank import rank_graded
+
+    assert rank_graded("ldct-iqa", metrics).positions == {"score": 1}  # plcc is not ranked
+
+    # The kit scores a challenge run whose pool holds the references under private/.
+    (tmp_path / "pool").mkdir()
+    shutil.copytree(tmp_path / "ref", tmp_path / "pool" / "private")
+    run = RunRecord(run_id="challenge-run", agent=replay_agent("m", "x", "p"), task_id="ldct-iqa",
+                    track=Track.CHALLENGE, status=RunStatus.COMPLETED,
+                    pool_url=str(tmp_path / "pool"), pool_id="ldct-iqa", pool_version=1,
+                    pool_hash="h")
+    scored = kit_for(Track.CHALLENGE).score(run, tmp_path / "sub")
+    assert scored.metrics == {"score": pytest.approx(2 * (1 - 12 / 990) + 43 / 45)}
+    assert scored.task_score == scored.metrics["score"] and scored.invalid_reason is None
+    assert "leaderboard percentile 1.0000" in scored.notes[0]
 
 
 def test_template_card_is_valid_and_every_track_has_a_card() -> None:
