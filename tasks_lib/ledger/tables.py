@@ -62,7 +62,6 @@ class RunRow(SQLModel, table=True):
     cost_usd: float | None = None
     submission_url: str | None = None
     trace_url: str | None = None
-    error_codes: str = Field(default="[]", sa_column=Column(Text, nullable=False, default="[]"))
     created_at: datetime = Field(default_factory=_now)
 
 
@@ -79,6 +78,7 @@ class ScoreRow(SQLModel, table=True):
     primary_metric: str | None = None
     coverage: float | None = None
     groups_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
+    error_codes: str = Field(default="[]", sa_column=Column(Text, nullable=False, default="[]"))
     metrics_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     stages_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     agentic: float | None = None

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from imaging.helpers import build_pool, score
+from support.imaging_pools import build_pool, score
 
 import expectations
 from expectations import ExpectationSpec, SuiteError, SuiteSpec, load_suite, suite_names

@@ -13,7 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from imaging.helpers import TASKS, build_pool, score
+from support.imaging_pools import TASKS, build_pool, score
 
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
 

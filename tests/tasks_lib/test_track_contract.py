@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from imaging.helpers import TASKS, build_pool
+from support.imaging_pools import TASKS, build_pool
 from support.paths import QA_SOURCE
 
 from evaluators.core import RunStatus, Track

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from ops_support import BIN, PrefectServer, free_port, stop
+from support.ops_support import BIN, PrefectServer, free_port, stop
 
 
 @pytest.fixture(scope="module")

@@ -55,7 +55,7 @@ def test_zarr_volume_of_a_real_mr_scan(root: Storage) -> None:
 @pytest.mark.slow
 def test_settings_alone_move_a_pool_to_s3(s3_endpoint: str, s3_bucket: str,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
-    from ops.ops_support import publish_test_pool
+    from support.ops_support import publish_test_pool
 
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", f"s3://{s3_bucket}/medflows")
     monkeypatch.setenv("MEDFLOWS_STORAGE_OPTIONS",

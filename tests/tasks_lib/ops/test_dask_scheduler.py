@@ -14,7 +14,7 @@ import nibabel as nib
 import numpy as np
 import pytest
 from nibabel.testing import data_path
-from ops_support import BIN, free_port, stop
+from support.ops_support import BIN, free_port, stop
 
 from tasks_lib.compute import dask_client
 from tasks_lib.settings import reset_settings
@@ -52,7 +52,7 @@ def scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
 def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path) -> None:
     """The score flow's Dask path (segmentation per-case metrics) on the external cluster gives
     exactly the in-process values; zarr volumes written by storage are read by the worker."""
-    from imaging.helpers import build_pool
+    from support.imaging_pools import build_pool
 
     from tasks_lib.imaging.baselines import BaselineKind, write_baseline
     from tasks_lib.imaging.scoring import score_segmentation

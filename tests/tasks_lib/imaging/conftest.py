@@ -7,8 +7,8 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+from support.imaging_pools import TASKS, build_pool
 
-from imaging.helpers import TASKS, build_pool
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
 from tasks_lib.imaging.types import PoolManifest
 

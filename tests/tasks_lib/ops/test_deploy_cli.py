@@ -12,8 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from ops_support import BIN
 from prefect import Flow
+from support.ops_support import BIN
 from typer.testing import CliRunner
 
 import flows.construct

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from ops_support import BIN, PrefectServer, publish_test_pool, stop
+from support.ops_support import BIN, PrefectServer, publish_test_pool, stop
 
 from tasks_lib.rotation import active_subset
 

@@ -60,3 +60,26 @@ def test_downgrade_to_baseline_removes_lineage_columns(ledger_url: str) -> None:
     assert "kind" not in {c["name"] for c in inspect(engine).get_columns("pools")}
     migrate.upgrade_to_head(engine)
     assert "kind" in {c["name"] for c in inspect(engine).get_columns("pools")}
+
+
+def test_error_codes_move_to_score_rows_and_back(ledger_url: str) -> None:
+    """0003 moves the error-code coder's output to the score rows without losing any."""
+    engine = store.get_engine(ledger_url)
+    with engine.begin() as conn:
+        command.downgrade(migrate.alembic_config(conn), "0002")
+        conn.execute(text(
+            "INSERT INTO runs (run_id, agent_id, task_id, tier, replicate, status, error_codes, "
+            "created_at) VALUES ('r1', 'a', 't', 'lite', 0, 'completed', '[\"E2\"]', "
+            "'2026-01-01 00:00:00+00:00')"))
+        conn.execute(text(
+            "INSERT INTO scores (run_id, evaluator_version, metrics_json, stages_json, "
+            "created_at) VALUES ('r1', 'v1', '{}', '{}', '2026-01-01 00:00:00+00:00')"))
+    migrate.upgrade_to_head(engine)
+    assert "error_codes" not in {c["name"] for c in inspect(engine).get_columns("runs")}
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT error_codes FROM scores")).scalar_one() == '["E2"]'
+    with engine.begin() as conn:
+        command.downgrade(migrate.alembic_config(conn), "0002")
+    with engine.connect() as conn:
+        assert conn.execute(text("SELECT error_codes FROM runs")).scalar_one() == '["E2"]'
+    migrate.upgrade_to_head(engine)

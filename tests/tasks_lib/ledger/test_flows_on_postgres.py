@@ -24,7 +24,7 @@ def postgres_ledger(postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> Itera
 
 
 def test_rotation_runs_and_scores_land_in_postgres(postgres_ledger: str) -> None:
-    from ops.ops_support import publish_test_pool
+    from support.ops_support import publish_test_pool
 
     from flows.execute import execute_qa
     from flows.rotate import rotate_pool

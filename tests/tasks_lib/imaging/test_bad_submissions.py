@@ -10,8 +10,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from support.imaging_pools import score
 
-from imaging.helpers import score
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.baselines import BaselineKind

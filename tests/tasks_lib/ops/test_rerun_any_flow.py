@@ -9,8 +9,8 @@ from typing import Any
 from uuid import UUID
 
 import pytest
-from ops_support import publish_test_pool
 from prefect import flow
+from support.ops_support import publish_test_pool
 from typer.testing import CliRunner
 
 from tasks_lib.errors import InputDataError

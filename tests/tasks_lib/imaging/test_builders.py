@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 import numpy as np
+from support.imaging_pools import TASKS, build_pool
 
-from imaging.helpers import TASKS, build_pool
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.pool import load_task
 from tasks_lib.imaging.types import PoolManifest

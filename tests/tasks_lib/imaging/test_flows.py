@@ -7,8 +7,8 @@ import json
 from pathlib import Path
 
 import pytest
+from support.imaging_pools import TASKS
 
-from imaging.helpers import TASKS
 from tasks_lib.imaging.baselines import BaselineKind, write_baseline
 
 EXPECTED_KEYS = {"task_id", "task_score", "metrics", "s4", "s5", "validation", "per_case"}
