@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 from evaluators.segmentation import dice
 
@@ -46,7 +47,7 @@ def lesions(mask: NDArray[np.generic]) -> tuple[NDArray[np.int32], int]:
 
 def _check(pred: NDArray[np.generic], ref: NDArray[np.generic]) -> None:
     if np.shape(pred) != np.shape(ref):
-        raise ValueError(f"shape mismatch: prediction {np.shape(pred)} vs reference "
+        raise InvalidSubmissionError(f"shape mismatch: prediction {np.shape(pred)} vs reference "
                          f"{np.shape(ref)}")
 
 

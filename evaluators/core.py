@@ -79,8 +79,9 @@ class RunStatus(StrEnum):
     ERROR = "error"
 
 
-class InvalidSubmissionError(Exception):
-    """A submission breaks the task's IO contract (the agent's fault)."""
+class InvalidSubmissionError(ValueError):
+    """A submission breaks the task's IO contract (the agent's fault): evaluators raise it where
+    they detect it (a prediction of the wrong shape, a detection without a score, …)."""
 
 
 class InputDataError(ValueError):

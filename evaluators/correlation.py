@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 from scipy import stats
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 _Coefficient = Callable[[Sequence[float], Sequence[float]], float]
@@ -32,7 +33,7 @@ def _vectors(
     if len(pred) < 2:
         raise ValueError("a correlation needs at least 2 items")
     if not (np.isfinite(pred).all() and np.isfinite(ref).all()):
-        raise ValueError("scores must be finite numbers")
+        raise InvalidSubmissionError("scores must be finite numbers")
     return pred, ref
 
 

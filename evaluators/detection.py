@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 IOU_THRESHOLD = 0.5
@@ -94,7 +95,7 @@ def _check(preds: Sequence[Boxes], refs: Sequence[Boxes]) -> None:
         raise ValueError(f"{len(preds)} prediction images vs {len(refs)} reference images")
     for p in preds:
         if len(p.scores) != len(p.boxes):
-            raise ValueError("every detection needs a score")
+            raise InvalidSubmissionError("every detection needs a score")
 
 
 @metric(

@@ -20,6 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 from skimage.metrics import structural_similarity
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 _SSIM: Callable[..., Any] = structural_similarity
@@ -32,7 +33,7 @@ def _pair(pred: NDArray[np.generic], ref: NDArray[np.generic]) -> tuple[NDArray[
                                                                        NDArray[np.float64]]:
     p, r = np.asarray(pred, dtype=np.float64), np.asarray(ref, dtype=np.float64)
     if p.shape != r.shape:
-        raise ValueError(f"shape mismatch: prediction {p.shape} vs reference {r.shape}")
+        raise InvalidSubmissionError(f"shape mismatch: prediction {p.shape} vs reference {r.shape}")
     return p, r
 
 

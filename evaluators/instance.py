@@ -22,6 +22,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.optimize import linear_sum_assignment
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
@@ -75,7 +76,8 @@ def instance_f1(prediction: NDArray[np.integer], reference: NDArray[np.integer],
     """
     pred, ref = np.asarray(prediction), np.asarray(reference)
     if pred.shape != ref.shape:
-        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+        raise InvalidSubmissionError(
+            f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
     if margin is not None:
         pred, ref = remove_boundary_instances(pred, margin), remove_boundary_instances(ref, margin)
     iou = iou_matrix(ref, pred)

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 
@@ -19,7 +20,7 @@ def dice(pred: NDArray[np.generic], ref: NDArray[np.generic]) -> float:
     """Dice of two binary masks (non-zero = foreground); both empty → 1, one empty → 0."""
     p, r = np.asarray(pred) != 0, np.asarray(ref) != 0
     if p.shape != r.shape:
-        raise ValueError(f"shape mismatch: prediction {p.shape} vs reference {r.shape}")
+        raise InvalidSubmissionError(f"shape mismatch: prediction {p.shape} vs reference {r.shape}")
     denom = int(p.sum()) + int(r.sum())
     if denom == 0:
         return 1.0

@@ -19,6 +19,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy.ndimage import uniform_filter
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 WINDOW = 11
@@ -53,7 +54,8 @@ def lncc(prediction: NDArray[np.floating], reference: NDArray[np.floating]) -> f
     """Mean local NCC over pixels where both images vary locally (2D grey images)."""
     pred, ref = np.asarray(prediction, dtype=float), np.asarray(reference, dtype=float)
     if pred.shape != ref.shape or pred.ndim != 2:
-        raise ValueError(f"need two 2-D images of one shape, got {pred.shape} and {ref.shape}")
+        raise InvalidSubmissionError(
+            f"need two 2-D images of one shape, got {pred.shape} and {ref.shape}")
     ncc, valid = lncc_map(pred, ref)
     if not valid.any():
         return 1.0 if np.allclose(_normalise(pred), _normalise(ref)) else 0.0

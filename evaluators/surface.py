@@ -18,6 +18,7 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 ONE_EMPTY_MM = 373.13
@@ -45,7 +46,8 @@ def directed_distances(
 
 def _check(pred: NDArray[np.generic], ref: NDArray[np.generic], spacing: Sequence[float]) -> None:
     if pred.shape != ref.shape:
-        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+        raise InvalidSubmissionError(
+            f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
     if len(spacing) != pred.ndim:
         raise ValueError(f"spacing {tuple(spacing)} does not match {pred.ndim} dimensions")
 

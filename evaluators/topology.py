@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 from skimage.measure import label
 from skimage.morphology import skeletonize
 
+from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 
@@ -35,7 +36,8 @@ def cldice(prediction: NDArray[np.integer], reference: NDArray[np.integer]) -> f
     """Centerline Dice of two label maps (2D or 3D), all labels merged to foreground."""
     pred, ref = np.asarray(prediction) > 0, np.asarray(reference) > 0
     if pred.shape != ref.shape:
-        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+        raise InvalidSubmissionError(
+            f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
     tprec = _cl_score(skeletonize(pred).astype(bool), ref)  # type: ignore[no-untyped-call]
     tsens = _cl_score(skeletonize(ref).astype(bool), pred)  # type: ignore[no-untyped-call]
     return 0.0 if tprec + tsens == 0 else 2 * tprec * tsens / (tprec + tsens)
@@ -56,7 +58,8 @@ def betti0_error(prediction: NDArray[np.integer], reference: NDArray[np.integer]
     """Class-average ``|b0(pred == c) − b0(ref == c)|`` over the reference's foreground classes."""
     pred, ref = np.asarray(prediction), np.asarray(reference)
     if pred.shape != ref.shape:
-        raise ValueError(f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+        raise InvalidSubmissionError(
+            f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
     classes = [int(c) for c in np.unique(ref) if c != 0]
     if not classes:
         return 0.0

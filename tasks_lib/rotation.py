@@ -122,7 +122,7 @@ def allocate(available: dict[str, int], size: int) -> dict[str, int]:
         smallest first, each with ``min(available, remaining // strata_left)``.
     """
     if size < 0:
-        raise ValueError(f"size must be ≥ 0, got {size}")
+        raise InputDataError("size", f"must be ≥ 0, got {size}")
     out: dict[str, int] = {}
     remaining, order = size, sorted(available, key=lambda s: (available[s], s))
     for i, name in enumerate(order):

@@ -153,8 +153,9 @@ def make_policy(plan: CellPlan) -> Policy:
                              temperature=float(agent.params.get("temperature", 0.0)),
                              max_tokens=int(agent.params.get("max_tokens", 4096)),
                              retries=int(agent.params.get("retries", 4)))
-    raise ValueError(f"agent {agent.agent_id!r} uses harness {agent.harness.value!r}; research "
-                     f"cells need {Harness.TOOL_LOOP.value!r} or {Harness.SCRIPTED.value!r}")
+    raise InputDataError(agent.agent_id, f"uses harness {agent.harness.value!r}; research cells "
+                                         f"need {Harness.TOOL_LOOP.value!r} or "
+                                         f"{Harness.SCRIPTED.value!r}")
 
 
 def sandbox_class(backend: SandboxBackend) -> type:

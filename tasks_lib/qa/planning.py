@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from prefect import task
 
+from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, load_catalog, replay_agent
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.predictions import load_predictions
@@ -25,7 +26,8 @@ def plan_agents(agents: list[str], replay: str | None, replay_models: list[str] 
         specs += [replay_agent(m, me, replay) for m, me in
                   sorted(zip(groups["model"], groups["method"], strict=True))]
     if not specs:
-        raise ValueError("no agents: name catalog agents or a predictions file to replay")
+        raise InputDataError("agents", "none given: name catalog agents or a predictions file "
+                                       "to replay")
     return specs
 
 

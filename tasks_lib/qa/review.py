@@ -8,6 +8,7 @@ from typing import Literal
 from prefect.input import RunInput
 from pydantic import Field
 
+from evaluators.core import InputDataError
 from tasks_lib.qa.types import ReviewRecord, ReviewVerdict
 
 AUTO_REVIEWER = "auto"
@@ -38,7 +39,8 @@ def to_record(answer: ReviewInput, flagged: list[str]) -> ReviewRecord:
     """Turn a form answer into the stored record; raises if the batch was rejected."""
     unknown = sorted(set(answer.decisions) - set(flagged))
     if unknown:
-        raise ValueError(f"decisions for items that were not flagged: {', '.join(unknown)}")
+        raise InputDataError("review", f"decisions for items that were not flagged: "
+                                       f"{', '.join(unknown)}")
     if answer.batch == "reject":
         raise PoolRejectedError(f"reviewer {answer.reviewer!r} rejected the pool: {answer.comment}")
     decisions = {key: answer.decisions.get(key, ReviewVerdict.REJECT) for key in flagged}

@@ -14,6 +14,7 @@ from uuid import UUID
 from prefect import get_run_logger, task
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
+from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import RunStatus, Tier, Track
@@ -59,7 +60,8 @@ def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: in
     submission and the run record."""
     pool = load_pool(Storage(pool_url))
     if pool.manifest.content_hash != pool_hash:
-        raise ValueError(f"pool at {pool_url} changed: expected {pool_hash}")
+        raise InputDataError(pool_url, f"pool changed since planning: expected content hash "
+                                       f"{pool_hash}")
     run_id = run_id_for(agent, pool_hash, replicate)
     progress = _progress(agent)
     started = time.perf_counter()

@@ -13,6 +13,7 @@ from typing import Any
 import pandas as pd
 from pydantic import Field
 
+from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
 from tasks_lib.llm import CompletionFn, LiteLLMCompletion
@@ -126,7 +127,8 @@ def run_agent(
         return replay(agent, items, prices)
     if agent.harness is Harness.QA_METHOD:
         return run_method(agent, items, exemplars, prices, complete, progress, deadline)
-    raise ValueError(f"harness {agent.harness} cannot run QA pools")
+    raise InputDataError(agent.agent_id, f"harness {agent.harness.value!r} cannot run QA pools "
+                                         "(use qa_method or qa_replay agents)")
 
 
 def known_sum(values: Iterable[float | None]) -> float | None:
