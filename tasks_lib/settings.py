@@ -58,6 +58,15 @@ class Settings(BaseSettings):
         description="OpenAI-compatible endpoint for every litellm call (a local server, a proxy).",
     )
     judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
+    max_connections: int = Field(
+        default=16, ge=1,
+        description="Concurrent model calls per provider endpoint (api_base), shared by every "
+        "caller in the process; an agent's `max_connections` param overrides it for its run.",
+    )
+    llm_cache: bool = Field(
+        default=True,
+        description="Cache model calls under <storage root>/llm-cache/ (false = always ask).",
+    )
     storage_options: dict[str, Any] = Field(
         default_factory=dict,
         description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url "

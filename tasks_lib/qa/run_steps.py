@@ -52,6 +52,7 @@ def _progress(agent: AgentSpec) -> Callable[[int, int], None]:
 @task(name="execute-agent", task_run_name="execute-{agent.agent_id}-r{replicate}", **cached(
     modules=("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.qa.methods",
              "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa", "tasks_lib.llm",
+             "tasks_lib.llm_cache",
              "tasks_lib.agents", "tasks_lib.pricing", "tasks_lib.records", "tasks_lib.redaction"),
     settings_files=("price_snapshot",), **IO_RETRIES))
 def execute_agent(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int = 0,

@@ -4,7 +4,12 @@ The server answers ``POST /v1/chat/completions`` (and ``/chat/completions``) by 
 *responder* with the request JSON. The responder returns either a string (the assistant's text)
 or a dict with ``content`` and/or ``tool_calls`` (OpenAI format) and optional ``finish_reason``.
 Raising :class:`Transient` makes the server answer HTTP 503 once (to test retries). Every request
-is kept in ``server.requests`` for assertions.
+is kept in ``server.requests`` (and its arrival ``time.monotonic()`` in ``server.request_times``)
+for assertions.
+
+Optional behaviour for live-execution tests and benchmarks: ``latency`` (seconds slept before each
+answer, like a provider's response time) and ``throttle`` (a function of the request JSON returning
+``None`` to answer normally or a number of seconds to answer HTTP 429 with that ``Retry-After``).
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Responder = Callable[[dict[str, Any]], "str | dict[str, Any]"]
+Throttle = Callable[[dict[str, Any]], "float | None"]
 
 
 class Transient(Exception):
@@ -30,9 +36,12 @@ def _tokens(text: str) -> int:
 class FakeOpenAIServer:
     """Context manager: ``with FakeOpenAIServer(responder) as srv: srv.base_url``."""
 
-    def __init__(self, responder: Responder) -> None:
-        self.responder = responder
+    def __init__(self, responder: Responder, latency: float = 0.0,
+                 throttle: Throttle | None = None) -> None:
+        self.responder, self.latency, self.throttle = responder, latency, throttle
         self.requests: list[dict[str, Any]] = []
+        self.request_times: list[float] = []
+        self._lock = threading.Lock()
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -45,7 +54,16 @@ class FakeOpenAIServer:
                     return
                 length = int(self.headers.get("Content-Length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
-                server.requests.append(body)
+                with server._lock:
+                    server.requests.append(body)
+                    server.request_times.append(time.monotonic())
+                retry_after = server.throttle(body) if server.throttle else None
+                if retry_after is not None:
+                    self._answer(429, b'{"error": {"message": "slow down", "type": "rate_limit"}}',
+                                 {"Retry-After": f"{retry_after:g}"})
+                    return
+                if server.latency:
+                    time.sleep(server.latency)
                 try:
                     reply = server.responder(body)
                 except Transient:
@@ -72,14 +90,22 @@ class FakeOpenAIServer:
                               "completion_tokens": _tokens(str(reply.get("content") or "x")),
                               "total_tokens": _tokens(prompt) + 1},
                 }
-                data = json.dumps(payload).encode()
-                self.send_response(200)
+                self._answer(200, json.dumps(payload).encode(), {})
+
+            def _answer(self, status: int, data: bytes, headers: dict[str, str]) -> None:
+                self.send_response(status)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(data)))
+                for name, value in headers.items():
+                    self.send_header(name, value)
                 self.end_headers()
                 self.wfile.write(data)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        class Server(ThreadingHTTPServer):
+            request_queue_size = 128  # many concurrent clients connect at once
+            daemon_threads = True
+
+        self._httpd = Server(("127.0.0.1", 0), Handler)
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
 
     @property
