@@ -19,19 +19,28 @@ CHUNK = 64
 
 
 @task(name="score-chunk", task_run_name="score-{label}", **IO_RETRIES)
-def score_chunk_step(run_ids: list[str], label: str) -> list[ScoreCard]:
-    """Score a chunk of runs (each skipped if already scored under this evaluator version)."""
-    return score_chunk(run_ids)
+def score_chunk_step(run_ids: list[str], label: str, full: bool = False) -> list[ScoreCard]:
+    """Score a chunk of runs (each skipped if already scored under this evaluator version).
+
+    Returns the cards without their per-case rows unless ``full`` (those stay on the stored
+    cards, ``runs/<run_id>/scores/<evaluator_version>.json``), so orchestration stays cheap.
+    """
+    cards = score_chunk(run_ids)
+    return cards if full else [c.summary() for c in cards]
 
 
 @flow(name="score-runs", flow_run_name="score-runs", log_prints=True)
 def score_runs(run_ids: list[str] | None = None, task_id: str | None = None,
                pool: str | None = None, chunk_size: int = CHUNK) -> list[ScoreCard]:
-    """Score the named runs, a task's runs, a pool version's runs, or every run."""
+    """Score the named runs, a task's runs, a pool version's runs, or every run; returns the
+    cards without per-case rows (read the stored card for those)."""
     ids = [r.run_id for r in select_runs(run_ids, task_id, pool) if is_scorable(r)]
     parts = chunks(ids, chunk_size)
-    futures = score_chunk_step.map(parts, [f"{p[0]}+{len(p) - 1}" for p in parts])
-    cards = [card for part in futures.result() for card in part]
+    labels = [f"{p[0]}+{len(p) - 1}" for p in parts]
+    if len(parts) == 1:  # one chunk: run it in the flow's thread (no task-runner hop)
+        cards = score_chunk_step(parts[0], labels[0])
+    else:
+        cards = [c for part in score_chunk_step.map(parts, labels).result() for c in part]
     print(f"scored {len(cards)} runs")
     return cards
 
@@ -40,7 +49,7 @@ def score_runs(run_ids: list[str] | None = None, task_id: str | None = None,
 def score_run(run_id: str) -> ScoreCard:
     """Score one stored run (append-only: a run already scored under this evaluator version
     returns its stored card)."""
-    card = score_chunk_step([run_id], run_id)
+    card = score_chunk_step([run_id], run_id, full=True)
     print(f"{run_id}: task_score={card[0].task_score} ({card[0].evaluator_version})")
     return card[0]
 
@@ -70,6 +79,6 @@ def score_submission(task_id: str, submission: str, pool: str | None = None) -> 
     """Score one submission folder of an imaging task (upload mode): store it as a run of the
     task's newest pool version (or ``pool``), then score it like any run."""
     run_id = register_upload_step(task_id, submission, pool)
-    card = score_chunk_step([run_id], run_id)[0]
+    card = score_chunk_step([run_id], run_id, full=True)[0]
     print(f"{task_id}: run {run_id} task_score={card.task_score} s4={card.s4} s5={card.s5}")
     return card

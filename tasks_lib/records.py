@@ -132,6 +132,11 @@ class ScoreCard(Frozen):
         """S1–S5."""
         return {"s1": self.s1, "s2": self.s2, "s3": self.s3, "s4": self.s4, "s5": self.s5}
 
+    def summary(self) -> ScoreCard:
+        """The card without its per-case rows (what multi-run flows return: Prefect walks a
+        flow's return value, and a QA card has a row per item). The stored card keeps them."""
+        return self.model_copy(update={"per_case": []})
+
     def public_json(self) -> dict[str, object]:
         """The CLI JSON shape: per_case rows are flat ``{case_id, valid, reason, metric: v}``."""
         data = self.model_dump(mode="json")

@@ -58,6 +58,10 @@ class Settings(BaseSettings):
         description="OpenAI-compatible endpoint for every litellm call (a local server, a proxy).",
     )
     judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
+    flow_heartbeat_s: int | None = Field(
+        default=None, ge=30,
+        description="Prefect flow-run heartbeat interval for flows the medflows CLI runs (None = "
+        "off; see tasks_lib/orchestration.py).")
     max_connections: int = Field(
         default=16, ge=1,
         description="Concurrent model calls per provider endpoint (api_base), shared by every "

@@ -27,8 +27,10 @@ def main() -> None:
     from flows.cli import review as review
     from flows.cli import run as run
     from flows.cli import runs as runs
+    from tasks_lib.orchestration import cli_flow_settings
 
     try:
-        app()
+        with cli_flow_settings():
+            app()
     except KeyboardInterrupt:
         sys.exit(130)

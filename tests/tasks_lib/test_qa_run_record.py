@@ -47,7 +47,7 @@ def test_time_budget_ends_the_run_as_timeout(tmp_path: Path,
     with FakeOpenAIServer(responder) as srv:
         agent = AgentSpec(agent_id="slow@zero_shot", harness=Harness.QA_METHOD,
                           model="openai/slow", method="zero_shot",
-                          params={"api_base": srv.base_url})
+                          params={"api_base": srv.base_url, "max_connections": 1})
 
         @flow
         def run_both() -> tuple[object, object]:

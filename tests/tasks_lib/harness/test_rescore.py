@@ -50,7 +50,7 @@ def test_cell_rescores_from_storage_alone(prefect_harness: None, seg_pool: Path,
     again = score_cell(read_run(run_id), folder / SUBMISSION)
     assert again.model_dump() == first.model_dump()
 
-    assert [c.model_dump() for c in score_runs(run_ids=[run_id])] == [first.model_dump()]
+    assert [c.model_dump() for c in score_runs(run_ids=[run_id])] == [first.summary().model_dump()]
     assert [r.evaluator_version for r in store.scores_for([run_id])] == [version]
 
     kit_version = kit_for("segmentation").evaluator_version

@@ -19,6 +19,7 @@ from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.replay_report import replay_accuracy
 from tasks_lib.qa.types import ReviewVerdict
+from tasks_lib.records import read_card
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -58,7 +59,8 @@ def test_construct_execute_score_report(tmp_path: Path) -> None:
                          sorted(runs, key=lambda r: r.run_id), strict=True):
         for ds, values in card.groups.items():
             key = (ds, run.agent.model, run.agent.method)
-            if all(c.valid for c in card.per_case if c.case_id.startswith(f"{ds}/")):
+            stored = read_card(str(card.run_id), card.evaluator_version)
+            if all(c.valid for c in stored.per_case if c.case_id.startswith(f"{ds}/")):
                 assert values["exact_match"] == pytest.approx(direct[key])
 
     _ledger_written_even_on_cache_hits(published.url, tmp_path, len(runs))
