@@ -46,10 +46,12 @@ class QAKit(TrackKit):
         names = self.card_metrics(list(pool.manifest.datasets))
         options = {f"{it.dataset}/{it.realidx}": it.options for it in pool.items}
         first: dict[str, QAAnswer] = {}
-        ignored = 0
+        ignored, errors = 0, dict[str, str]()
         for a in read_answers(submission):
             if a.key not in pool.references:
                 ignored += 1
+            elif a.error is not None:  # the provider failed: unanswered, with its reason
+                errors.setdefault(a.key, f"provider error: {a.error}")
             else:
                 first.setdefault(a.key, a)
         per_case, by_ds = [], defaultdict(list)
@@ -59,8 +61,8 @@ class QAKit(TrackKit):
             values = {"exact_match": exact_match(answer, ref.answer_idx),
                       "answered": answered(answer, options[key])}
             values = {n: values[n] for n in names}
-            per_case.append(CaseScore(case_id=key, valid=got is not None,
-                                      reason="" if got is not None else "no answer",
+            reason = "" if got is not None else errors.get(key, "no answer")
+            per_case.append(CaseScore(case_id=key, valid=got is not None, reason=reason,
                                       values=values))
             by_ds[ref.dataset].append(values)
         groups = {ds: {n: sum(v[n] for v in rows) / len(rows) for n in names}
@@ -68,6 +70,8 @@ class QAKit(TrackKit):
         metrics = {n: sum(g[n] for g in groups.values()) / len(groups) if groups else 0.0
                    for n in names}
         notes = [f"{ignored} answer lines name items not in the pool (ignored)"] if ignored else []
+        failed = len(set(errors) - set(first))
+        notes += [f"{failed} items unanswered: the provider call failed"] if failed else []
         return ScoreCard(
             task_id=run.task_id, track=self.track, evaluator_version=self.evaluator_version,
             pool_hash=run.pool_hash, run_id=run.run_id, primary_metric=names[0],

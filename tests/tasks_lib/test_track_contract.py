@@ -178,3 +178,20 @@ def test_template_card_is_valid_and_every_track_has_a_card() -> None:
     kit_for(template.track).check_card(template)
     shipped = {load_card_file(p).track.value for p in CARDS}
     assert set(imaging_tracks()) | {"qa", "challenge"} <= shipped
+
+
+def test_qa_item_whose_provider_call_failed_is_unanswered_with_its_reason(
+        qa_run: tuple[RunRecord, Path], tmp_path: Path) -> None:
+    from tasks_lib.qa.runner import QAAnswer
+    from tasks_lib.storage import Storage
+
+    run, sub = qa_run
+    answers = [QAAnswer.model_validate(r) for r in Storage(str(sub)).read_jsonl("answers.jsonl")]
+    failed = answers[0].model_copy(update={"answer": None, "error": "RateLimitError: 429"})
+    Storage(str(tmp_path)).write_jsonl("answers.jsonl", [failed, *answers[1:]])
+    scored = kit_for(Track.QA).score(run, tmp_path)
+    case = next(c for c in scored.per_case if c.case_id == failed.key)
+    assert not case.valid and case.reason == "provider error: RateLimitError: 429"
+    assert case.values["exact_match"] == 0.0
+    assert scored.coverage == pytest.approx((len(answers) - 1) / len(scored.per_case))
+    assert "1 items unanswered: the provider call failed" in scored.notes
