@@ -60,24 +60,25 @@ class SuiteError(RuntimeError):
     """A suite could not be evaluated (unknown column, bad kwargs): our bug, never the agent's."""
 
 
-class Failure(_Model):
-    """One failed expectation (field names match ``ValidationFailure``)."""
+class ValidationFailure(_Model):
+    """One failed expectation: the rule, and the failing rows (keyed by the frame's key column
+    here; :mod:`tasks_lib.imaging.validation` re-keys them by case id for score cards)."""
 
     expectation: str = Field(description="Expectation type.")
     column: str = Field(description="Checked columns, comma-separated ('' for table-level).")
     meaning: str = Field(description="What the expectation means, for people.")
-    cases: list[str] = Field(description="Values of the key column on failing rows.")
+    cases: list[str] = Field(description="Failing rows (values of the key column, or case ids).")
     rule: str = Field(default="", description="Short rule name from the suite's meta.")
     values: dict[str, str] = Field(default_factory=dict,
-                                   description="Key → offending values, e.g. 'shape=4x4x4'.")
+                                   description="Row → offending values, e.g. 'shape=4x4x4'.")
 
 
-class Outcome(_Model):
-    """Condensed validation result."""
+class ValidationReport(_Model):
+    """The Great Expectations result, condensed."""
 
     ok: bool = Field(description="Every expectation passed.")
     suite: str = Field(description="Suite name.")
-    failures: list[Failure] = Field(description="Failed expectations.")
+    failures: list[ValidationFailure] = Field(description="Failed expectations.")
 
 
 def load_suite(track: str) -> SuiteSpec:
@@ -131,7 +132,7 @@ def _text(v: Any) -> str:
     return str(v)
 
 
-def _failure(r: Any, key: str) -> Failure:
+def _failure(r: Any, key: str) -> ValidationFailure:
     cfg = r.expectation_config
     meta = cfg.meta or {}
     cols = _columns(cfg.kwargs) + [str(c) for c in meta.get("show", [])]
@@ -139,7 +140,7 @@ def _failure(r: Any, key: str) -> Failure:
     for hit in r.result.get("unexpected_index_list") or []:
         shown = [f"{c}={_text(hit[c])}" for c in cols if c in hit and c != key]
         values.setdefault(str(hit[key]), ", ".join(shown or [f"{key}={hit[key]}"]))
-    return Failure(expectation=cfg.type, column=", ".join(_columns(cfg.kwargs)),
+    return ValidationFailure(expectation=cfg.type, column=", ".join(_columns(cfg.kwargs)),
                    meaning=str(meta.get("meaning", "")), cases=sorted(values),
                    rule=str(meta.get("rule", "")), values=values)
 
@@ -151,7 +152,7 @@ def _index_columns(spec: SuiteSpec, key: str, frame: pd.DataFrame) -> list[str]:
 
 
 def validate_frame(track: str, frame: pd.DataFrame, key: str = "case_id",
-                   suite: SuiteSpec | None = None) -> Outcome:
+                   suite: SuiteSpec | None = None) -> ValidationReport:
     """Validate ``frame`` with the track's suite (or ``suite``); failing rows named by ``key``.
 
     Raises:
@@ -184,4 +185,4 @@ def validate_frame(track: str, frame: pd.DataFrame, key: str = "case_id",
     rank = {(e.type, ", ".join(_columns(e.kwargs)), str(e.meta.get("rule", ""))): i
             for i, e in reversed(list(enumerate(spec.expectations)))}
     failures.sort(key=lambda f: rank.get((f.expectation, f.column, f.rule), len(rank)))
-    return Outcome(ok=bool(result.success), suite=spec.name, failures=failures)
+    return ValidationReport(ok=bool(result.success), suite=spec.name, failures=failures)

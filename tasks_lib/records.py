@@ -19,33 +19,16 @@ from pydantic import Field
 
 from evaluators.core import Frozen, RunStatus, Tier, Track
 from evaluators.judges.error_codes import Coding
+from expectations import ValidationFailure, ValidationReport
 from tasks_lib.agents import AgentSpec
 from tasks_lib.redaction import redact, secret_values
 from tasks_lib.storage import Storage
 
+__all__ = ["CaseScore", "RunRecord", "ScoreCard", "ValidationFailure", "ValidationReport"]
+
 RUN_JSON = "run.json"
 SUBMISSION = "submission"
 TRACE = "trace"
-
-
-class ValidationFailure(Frozen):
-    """One failed expectation and the cases it failed on."""
-
-    expectation: str = Field(description="Expectation type.")
-    column: str = Field(description="Frame columns checked, comma-separated.")
-    meaning: str = Field(description="What the expectation means, for people.")
-    cases: list[str] = Field(description="Case ids (or file names) that failed.")
-    rule: str = Field(default="", description="Short rule name from the suite.")
-    values: dict[str, str] = Field(default_factory=dict,
-                                   description="Case id → offending values, e.g. 'shape=4x4x4'.")
-
-
-class ValidationReport(Frozen):
-    """The Great Expectations result, condensed."""
-
-    ok: bool = Field(description="Every expectation passed.")
-    suite: str = Field(description="Suite name.")
-    failures: list[ValidationFailure] = Field(description="Failed expectations.")
 
 
 class RunRecord(Frozen):

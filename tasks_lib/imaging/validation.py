@@ -18,9 +18,8 @@ from typing import NamedTuple
 
 import pandas as pd
 
-from expectations import Failure, SuiteSpec, validate_frame
+from expectations import SuiteSpec, ValidationFailure, ValidationReport, validate_frame
 from tasks_lib.imaging.types import FrameRow, PoolManifest
-from tasks_lib.records import ValidationFailure, ValidationReport
 
 GATES = frozenset({"expected", "present", "safe", "readable", "unique"})
 """Frame columns that say whether a case could be measured at all (closed gate → row note)."""
@@ -64,13 +63,13 @@ def failure_reason(f: ValidationFailure, case_id: str) -> str:
             f"[{f.expectation}({f.column}){'; got ' + got if got else ''}]")
 
 
-def _by_case(f: Failure, rows: list[FrameRow]) -> ValidationFailure:
+def _by_case(f: ValidationFailure, rows: list[FrameRow]) -> ValidationFailure:
     """A failure keyed by row position → the same failure keyed by case id."""
     values = {rows[int(pos)].case_id: v for pos, v in f.values.items()}
     return ValidationFailure(**{**f.model_dump(), "cases": sorted(values), "values": values})
 
 
-def _reasons(failures: list[Failure], rows: list[FrameRow]) -> dict[int, list[str]]:
+def _reasons(failures: list[ValidationFailure], rows: list[FrameRow]) -> dict[int, list[str]]:
     """Row position → reasons of the failed rules on measurements (a failed gate rule repeats
     the row's note, so it adds no reason)."""
     out: dict[int, list[str]] = defaultdict(list)

@@ -45,6 +45,7 @@ def read_manifest(pool: str) -> PoolManifest:
     return load_pool(Storage(pool)).manifest
 
 
+@task(name="time-budget")
 def qa_time_budget(datasets: list[str]) -> int:
     """Wall-time budget of a run on a pool: the largest budget of its dataset cards."""
     from tasks_lib.domain import Track
