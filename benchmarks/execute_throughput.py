@@ -57,7 +57,7 @@ def _run(base_url: str, connections: int, items: list[PublicQAItem]
                       model="openai/bench", method="zero_shot",
                       params={"api_base": base_url, "max_connections": connections})
     started = time.perf_counter()
-    answers = run_agent(agent, items, {}, price_snapshot())
+    answers = run_agent(agent, items, {}, price_snapshot()).answers
     wall = time.perf_counter() - started
     return wall, sum(a.calls for a in answers), answers
 

@@ -75,6 +75,8 @@ class RunStatus(StrEnum):
 
     COMPLETED = "completed"
     TIMEOUT = "timeout"
+    PARTIAL = "partial"
+    """Stopped early by its cost budget (what it answered is kept; re-run to resume)."""
     INVALID = "invalid"
     ERROR = "error"
 

@@ -2,14 +2,18 @@
 
 Scoring code ships pure evaluator functions (``evaluators``) to the workers; workers of an
 existing cluster need the medflows package installed and read volumes straight from storage URLs.
+Flows whose task runs may spread over machines use :class:`SettingsTaskRunner`: Prefect's thread
+pool in this process, or prefect-dask on the configured scheduler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from typing import Any, Self
 
 from distributed import Client, LocalCluster
+from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from tasks_lib.settings import get_settings
 
@@ -35,3 +39,54 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
         dashboard_address=None)
     with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         yield client
+
+
+class SettingsTaskRunner(TaskRunner[Any]):
+    """A Prefect task runner chosen when the flow starts, not when it is imported: prefect-dask's
+    ``DaskTaskRunner`` on ``MEDFLOWS_DASK_ADDRESS`` when that is set, else Prefect's thread pool.
+
+    Deployments and the CLI import flows before settings may change (tests, workers with their
+    own environment), so the choice is made in ``__enter__``.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()  # type: ignore[no-untyped-call]
+        self._inner: TaskRunner[Any] | None = None
+
+    def duplicate(self) -> SettingsTaskRunner:
+        return type(self)()
+
+    @property
+    def inner(self) -> TaskRunner[Any]:
+        """The runner in use (only inside the ``with`` block)."""
+        if self._inner is None:
+            raise RuntimeError("SettingsTaskRunner used outside its context")
+        return self._inner
+
+    def __enter__(self) -> Self:
+        address = get_settings().dask_address
+        if address:
+            from prefect_dask.task_runners import DaskTaskRunner
+
+            self._inner = DaskTaskRunner(address=address)
+        else:
+            self._inner = ThreadPoolTaskRunner()
+        self._inner.__enter__()
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self._inner is not None:
+                self._inner.__exit__(*exc)
+        finally:
+            self._inner = None
+            super().__exit__(*exc)
+
+    def submit(self, task: Any, parameters: dict[str, Any],
+               wait_for: Iterable[Any] | None = None,
+               dependencies: dict[str, set[Any]] | None = None) -> Any:
+        return self.inner.submit(task, parameters, wait_for, dependencies)
+
+    def map(self, task: Any, parameters: dict[str, Any],
+            wait_for: Iterable[Any] | None = None) -> Any:
+        return self.inner.map(task, parameters, wait_for)

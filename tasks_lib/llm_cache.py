@@ -41,7 +41,7 @@ M = TypeVar("M", bound=BaseModel)
 
 
 def call_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
-             occurrence: int = 0) -> str:
+             occurrence: int = 0, branch: Sequence[int] = (), salt: str = "") -> str:
     """SHA-256 hex key of one model call.
 
     Args:
@@ -49,13 +49,20 @@ def call_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[
         messages: Chat messages as sent.
         params: Sampling and request parameters (temperature, seed, max_tokens, tools,
             response_format, …); transport parameters are ignored.
-        occurrence: How many identical requests the same caller made before this one (0 for the
-            first), so repeated samples of one prompt are distinct entries.
+        occurrence: How many identical requests the same caller made before this one on the
+            same branch (0 for the first), so repeated samples of one prompt are distinct entries.
+        branch: Which of a caller's concurrent calls this is (:func:`tasks_lib.llm.gather`
+            indices; empty for a call made in sequence).
+        salt: What makes otherwise identical work distinct (a run's replicate), if anything.
     """
-    material = {
+    material: dict[str, Any] = {
         "v": KEY_VERSION, "model": model, "messages": list(messages), "occurrence": occurrence,
         "params": {k: v for k, v in params.items() if k not in TRANSPORT_PARAMS},
     }
+    if branch:
+        material["branch"] = list(branch)
+    if salt:
+        material["salt"] = salt
     blob = json.dumps(material, sort_keys=True, ensure_ascii=False, default=str)
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 

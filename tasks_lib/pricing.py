@@ -29,8 +29,11 @@ class PriceSnapshot(Frozen):
 
     def cost(self, model: str, input_tokens: float | None, output_tokens: float | None
              ) -> float | None:
-        """USD for the tokens, or ``None`` when the model or a token count is unknown."""
-        price = self.models.get(model)
+        """USD for the tokens, or ``None`` when the model or a token count is unknown.
+
+        A litellm provider prefix is tried without it too (``openai/gpt-4o-mini`` is priced as
+        ``gpt-4o-mini``)."""
+        price = self.models.get(model) or self.models.get(model.split("/", 1)[-1])
         if price is None or input_tokens is None or output_tokens is None:
             return None
         if input_tokens != input_tokens or output_tokens != output_tokens:  # NaN

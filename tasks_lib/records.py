@@ -40,7 +40,7 @@ class RunRecord(Frozen):
     track: Track = Field(description="Track whose kit scores the run.")
     tier: Tier = Field(default=Tier.STANDARD, description="Scaffolding tier.")
     replicate: int = Field(default=0, ge=0, description="Replicate index.")
-    status: RunStatus = Field(description="completed / timeout / invalid / error.")
+    status: RunStatus = Field(description="completed / timeout / partial / invalid / error.")
     pool_url: str = Field(description="Root URL of the pool version the run used.")
     pool_id: str = Field(description="Pool id.")
     pool_version: int = Field(description="Pool version.")
@@ -54,6 +54,11 @@ class RunRecord(Frozen):
     input_tokens: int | None = Field(default=None, description="Input tokens (None = unknown).")
     output_tokens: int | None = Field(default=None, description="Output tokens.")
     cost_usd: float | None = Field(default=None, description="USD (None = unknown/unpriced).")
+    new_cost_usd: float | None = Field(
+        default=None, description="USD this execution newly paid (calls served from the call "
+        "cache cost nothing new; None = unknown or not a live run).")
+    cache_hits: int | None = Field(default=None, description="Model calls served from the call "
+                                   "cache in this execution (None = not a live run).")
     sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
     judge_model: str | None = Field(default=None, description="Judge model for S1–S3 "
                                                               "('rules' = offline judge).")

@@ -67,6 +67,18 @@ class Settings(BaseSettings):
         description="Concurrent model calls per provider endpoint (api_base), shared by every "
         "caller in the process; an agent's `max_connections` param overrides it for its run.",
     )
+    rpm_limit: int | None = Field(
+        default=None, ge=1,
+        description="Requests-per-minute cap per provider endpoint, shared by every caller in "
+        "the process (None = no cap; an agent's `rpm` param or --rpm overrides it).")
+    tpm_limit: int | None = Field(
+        default=None, ge=1,
+        description="Tokens-per-minute cap per provider endpoint (prompt + completion; None = "
+        "no cap; an agent's `tpm` param or --tpm overrides it).")
+    execute_chunk: int = Field(
+        default=100, ge=1,
+        description="Items per execute task run (one Prefect task per agent x chunk; on Dask "
+        "when MEDFLOWS_DASK_ADDRESS is set).")
     llm_cache: bool = Field(
         default=True,
         description="Cache model calls under <storage root>/llm-cache/ (false = always ask).",

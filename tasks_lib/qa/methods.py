@@ -2,11 +2,14 @@
 
 Every method is a function ``(item, model, complete, ctx) -> MethodResult`` registered in
 :data:`METHODS`; they differ only in how they prompt and aggregate. All calls go through a
-:class:`~tasks_lib.llm.CompletionFn`, so usage is counted the same way for each.
+:class:`~tasks_lib.llm.CompletionFn`, so usage is counted the same way for each. Calls that do not
+depend on each other (cot_sc's samples, medprompt's generations, one round of a panel) are asked
+concurrently with :func:`tasks_lib.llm.gather`; dependent calls (self-refine rounds) stay in order.
 """
 
 from __future__ import annotations
 
+import functools
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -16,7 +19,7 @@ from pydantic import Field
 from evaluators.qa import extract_answer
 from evaluators.registry import Registry
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import Completion, CompletionFn, Message
+from tasks_lib.llm import Completion, CompletionFn, Message, gather
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
 EXPERT = "You are a medical expert answering a multiple-choice exam question."
@@ -68,6 +71,10 @@ class _Tally:
         )
         self.calls.append(reply)
         return reply.text
+
+    def ask_all(self, prompts: Sequence[tuple[str, str, float]]) -> list[str]:
+        """Independent ``(system, user, temperature)`` calls, asked concurrently, in order."""
+        return gather([functools.partial(self.ask, *p) for p in prompts])
 
     def result(self, answer: str | None, raw: str) -> MethodResult:
         return MethodResult(
@@ -124,7 +131,7 @@ def cot_sc(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodCo
     """Self-consistency: ``ctx.samples`` sampled CoT replies, majority vote."""
     t = _Tally(model, complete)
     prompt = format_item(item.question, item.options)
-    raws = [t.ask(f"{EXPERT} {COT}", prompt, ctx.sample_temperature) for _ in range(ctx.samples)]
+    raws = t.ask_all([(f"{EXPERT} {COT}", prompt, ctx.sample_temperature)] * ctx.samples)
     votes = [extract_answer(r, item.options) for r in raws]
     answer = majority(votes)
     raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
@@ -165,14 +172,14 @@ def multi_persona(item: PublicQAItem, model: str, complete: CompletionFn, ctx: M
     """Three personas answer, see each other's answers for a second round, a moderator decides."""
     t = _Tally(model, complete)
     prompt = format_item(item.question, item.options)
-    views = [t.ask(f"You are {p}. {COT}", prompt) for p in PERSONAS]
+    views = t.ask_all([(f"You are {p}. {COT}", prompt, 0.0) for p in PERSONAS])
     for _ in range(1):
         board = "\n\n".join(f"{p}:\n{v}" for p, v in zip(PERSONAS, views, strict=True))
-        views = [
-            t.ask(f"You are {p}. Reconsider your answer given your colleagues' views. {COT}",
-                  f"{prompt}\n\nColleagues' answers:\n{board}")
+        views = t.ask_all([
+            (f"You are {p}. Reconsider your answer given your colleagues' views. {COT}",
+             f"{prompt}\n\nColleagues' answers:\n{board}", 0.0)
             for p in PERSONAS
-        ]
+        ])
     board = "\n\n".join(f"{p}:\n{v}" for p, v in zip(PERSONAS, views, strict=True))
     raw = t.ask(f"You moderate a panel of medical experts. Decide the final answer. {COT}",
                 f"{prompt}\n\nPanel's final answers:\n{board}")
@@ -195,14 +202,13 @@ def medprompt(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
     """Medprompt choice-shuffle ensemble: CoT on ``generations`` seeded option orders, vote."""
     t = _Tally(model, complete)
     rng = random.Random(f"{ctx.seed}:{item.dataset}:{item.realidx}")
+    orders = [_shuffled(item.options, rng) for _ in range(generations)]
+    raws = t.ask_all([(f"{EXPERT} {COT}", format_item(item.question, shown), 0.0)
+                      for shown, _ in orders])
     votes: list[str | None] = []
-    raws: list[str] = []
-    for _ in range(generations):
-        shown, back = _shuffled(item.options, rng)
-        raw = t.ask(f"{EXPERT} {COT}", format_item(item.question, shown))
+    for raw, (shown, back) in zip(raws, orders, strict=True):
         letter = extract_answer(raw, shown)
         votes.append(back[letter] if letter else None)
-        raws.append(raw)
     answer = majority(votes)
     raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
     return t.result(answer, raw)

@@ -1,8 +1,13 @@
 """Running QA agents over a pool: live methods through litellm, or replay of recorded answers.
 
 Live methods run items concurrently (up to the agent's ``max_connections``, default the
-``MEDFLOWS_MAX_CONNECTIONS`` setting); the calls inside one item's method stay in order. The
-submission lists answers in the pool's item order, so a concurrent run equals a serial one.
+``MEDFLOWS_MAX_CONNECTIONS`` setting); dependent calls inside one item's method stay in order,
+independent ones run concurrently (:func:`tasks_lib.llm.gather`). The submission lists answers in
+the pool's item order, so a concurrent run equals a serial one.
+
+A run stops starting items once its wall-time deadline has passed or its cost (priced from the
+snapshot, cached calls at their original price) reaches ``max_cost_usd``; what it answered is kept,
+and the same command with a later deadline or a larger budget resumes from the call cache.
 """
 
 from __future__ import annotations
@@ -10,9 +15,11 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import threading
 import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor, as_completed
+from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
@@ -23,7 +30,7 @@ from pydantic import Field
 from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import CompletionFn, LiteLLMCompletion, call_scope
+from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion, call_scope
 from tasks_lib.pricing import PriceSnapshot
 from tasks_lib.qa.methods import METHODS, Method, MethodContext
 from tasks_lib.qa.predictions import load_predictions
@@ -50,15 +57,53 @@ class QAAnswer(Frozen):
     cache_hits: int = Field(
         default=0, description="Calls of the item served from the call cache (no request sent; "
         "tokens and cost are the original call's).")
+    new_cost_usd: float | None = Field(
+        default=None, description="USD this execution newly paid for the item (cache hits are "
+        "free); None when unpriced or replayed.")
 
     @property
     def key(self) -> str:
         return f"{self.dataset}/{self.realidx}"
 
 
+class StopReason(StrEnum):
+    """Why a live run stopped before every item was asked."""
+
+    TIME = "time"
+    BUDGET = "budget"
+
+
+class Batch(Frozen):
+    """What one execution of an agent over some items produced."""
+
+    answers: list[QAAnswer] = Field(description="Answers in item order (unstarted items absent).")
+    stopped: StopReason | None = Field(
+        default=None, description="Why items were left unstarted (None: all were asked).")
+
+
+class RunProgress(Frozen):
+    """A progress report of a live run (sent as items finish)."""
+
+    agent_id: str = Field(description="Agent.")
+    done: int = Field(description="Items finished in this execution.")
+    total: int = Field(description="Items this execution was asked to do.")
+    calls: int = Field(description="Model calls so far (cache hits included).")
+    cache_hits: int = Field(description="Calls served from the call cache.")
+    cost_usd: float | None = Field(description="Cost of the finished items (None: unpriced).")
+    new_cost_usd: float | None = Field(description="What this execution newly paid.")
+    elapsed_s: float = Field(description="Seconds since the execution started.")
+
+
+TRANSPORT_PARAMS = frozenset({"max_connections", "rpm", "tpm"})
+"""Agent params that say how requests travel, not what is asked: not part of the run id."""
+
+
 def run_id_for(agent: AgentSpec, pool_hash: str, replicate: int) -> str:
-    """Deterministic run id: the same agent on the same pool content is the same run."""
-    payload = json.dumps([agent.model_dump(mode="json"), pool_hash, replicate], sort_keys=True)
+    """Deterministic run id: the same agent on the same pool content is the same run (whatever
+    its connection and rate limits)."""
+    spec = agent.model_dump(mode="json")
+    spec["params"] = {k: v for k, v in spec["params"].items() if k not in TRANSPORT_PARAMS}
+    payload = json.dumps([spec, pool_hash, replicate], sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
@@ -105,9 +150,11 @@ NOT_ITEM_ERRORS = (openai.AuthenticationError, openai.PermissionDeniedError,
 """Provider errors that are our configuration's fault, not the item's: they end the run."""
 
 
-def max_connections(agent: AgentSpec) -> int:
-    """The agent's ``max_connections`` param, else the ``MEDFLOWS_MAX_CONNECTIONS`` setting."""
+def max_connections(agent: AgentSpec, options: CallOptions | None = None) -> int:
+    """``--max-connections``, else the agent's ``max_connections`` param, else the setting."""
     value = agent.params.get("max_connections")
+    if options and options.max_connections is not None:
+        value = options.max_connections
     limit = get_settings().max_connections if value is None else int(str(value))
     if limit < 1:
         raise InputDataError(agent.agent_id, f"max_connections must be >= 1, got {limit}")
@@ -115,10 +162,11 @@ def max_connections(agent: AgentSpec) -> int:
 
 
 def ask_item(agent: AgentSpec, method: Method, item: PublicQAItem, complete: CompletionFn,
-             ctx: MethodContext, prices: PriceSnapshot) -> QAAnswer:
-    """One item through the agent's method; a provider failure becomes an errored answer."""
+             ctx: MethodContext, prices: PriceSnapshot, replicate: int = 0) -> QAAnswer:
+    """One item through the agent's method; a provider failure becomes an errored answer.
+    Replicates other than 0 salt the call cache keys: each replicate asks afresh."""
     started = time.perf_counter()
-    with call_scope() as scope:
+    with call_scope(f"replicate:{replicate}" if replicate else "") as scope:
         try:
             result = method(item, agent.model, complete, ctx)
         except NOT_ITEM_ERRORS:
@@ -131,61 +179,114 @@ def ask_item(agent: AgentSpec, method: Method, item: PublicQAItem, complete: Com
                 time_s=time.perf_counter() - started,
                 cost_usd=prices.cost(agent.model, scope.prompt_tokens, scope.completion_tokens),
                 error=redact(f"{type(exc).__name__}: {exc}", secret_values()),
-                cache_hits=scope.cache_hits)
+                cache_hits=scope.cache_hits,
+                new_cost_usd=prices.cost(agent.model, scope.new_prompt_tokens,
+                                         scope.new_completion_tokens))
     return QAAnswer(
         dataset=item.dataset, realidx=item.realidx, answer=result.answer, raw=result.raw,
         calls=result.calls, prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens, time_s=time.perf_counter() - started,
         cost_usd=prices.cost(agent.model, result.prompt_tokens, result.completion_tokens),
         cache_hits=scope.cache_hits,
+        new_cost_usd=prices.cost(agent.model, scope.new_prompt_tokens,
+                                 scope.new_completion_tokens),
     )
+
+
+class RunLimits(Frozen):
+    """When a live run stops starting items."""
+
+    deadline: float | None = Field(default=None, description="time.monotonic() after which no "
+                                   "item starts (the run's time budget).")
+    max_cost_usd: float | None = Field(default=None, ge=0, description="Stop starting items "
+                                       "once the run's cost reaches this (USD).")
+    spent_usd: float = Field(default=0.0, ge=0, description="Cost of the run's earlier chunks.")
+
+
+class _Totals:
+    """Running totals of one execution (thread-safe): the budget check and progress reports."""
+
+    def __init__(self, agent: AgentSpec, total: int, limits: RunLimits,
+                 progress: Callable[[RunProgress], None] | None) -> None:
+        self.agent, self.total, self.limits, self.progress = agent, total, limits, progress
+        self.started = time.perf_counter()
+        self.done = self.calls = self.hits = 0
+        self.cost: float | None = limits.spent_usd
+        self.new_cost: float | None = 0.0
+        self.stopped: StopReason | None = None
+        self._lock = threading.Lock()
+
+    def may_start(self) -> bool:
+        with self._lock:
+            if self.limits.deadline is not None and time.monotonic() > self.limits.deadline:
+                self.stopped = self.stopped or StopReason.TIME
+            elif self.limits.max_cost_usd is not None and self.cost is not None \
+                    and self.cost >= self.limits.max_cost_usd:
+                self.stopped = self.stopped or StopReason.BUDGET
+            return self.stopped is None
+
+    def finished(self, answer: QAAnswer) -> RunProgress:
+        with self._lock:
+            self.done += 1
+            self.calls += answer.calls
+            self.hits += answer.cache_hits
+            self.cost = known_sum([self.cost, answer.cost_usd])
+            self.new_cost = known_sum([self.new_cost, answer.new_cost_usd])
+            return RunProgress(
+                agent_id=self.agent.agent_id, done=self.done, total=self.total, calls=self.calls,
+                cache_hits=self.hits, cost_usd=self.cost, new_cost_usd=self.new_cost,
+                elapsed_s=time.perf_counter() - self.started)
 
 
 def run_method(
     agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
     prices: PriceSnapshot, complete: CompletionFn | None = None,
-    progress: Callable[[int, int], None] | None = None, deadline: float | None = None,
-) -> list[QAAnswer]:
+    progress: Callable[[RunProgress], None] | None = None, limits: RunLimits | None = None,
+    options: CallOptions | None = None, replicate: int = 0,
+) -> Batch:
     """Ask the model every item with the agent's method (litellm unless ``complete`` is given).
 
     Items run concurrently, at most :func:`max_connections` at a time; answers come back in the
-    order of ``items``. An item is not started once ``deadline`` (a ``time.monotonic()`` value)
-    has passed: the run's time budget is exhausted and the remaining items stay unanswered.
-    ``progress(done, total)`` is called (from the calling thread) as items finish.
+    order of ``items``. An item is not started once ``limits`` say the run's time or cost budget
+    is spent; the remaining items stay unanswered and :attr:`Batch.stopped` says why.
+    ``progress`` is called (from the calling thread) as items finish.
     """
     method = METHODS.get(agent.method or "")
-    limit = max_connections(agent)
-    api_base = agent.params.get("api_base")
-    complete = complete or LiteLLMCompletion(api_base=str(api_base) if api_base else None,
-                                             max_connections=limit)
+    limits = limits or RunLimits()
+    if limits.max_cost_usd is not None and prices.cost(agent.model, 1, 1) is None:
+        raise InputDataError(agent.agent_id, f"a cost budget needs a price for {agent.model!r} "
+                                             "in the price snapshot (datasets/prices.yaml)")
+    limit = max_connections(agent, options)
+    complete = complete or LiteLLMCompletion.for_run(
+        agent.params, (options or CallOptions()).model_copy(update={"max_connections": limit}))
     seed = int(agent.params.get("seed", 0))
+    tally = _Totals(agent, len(items), limits, progress)
 
-    def ask(it: PublicQAItem) -> QAAnswer | None:
-        if deadline is not None and time.monotonic() > deadline:
+    def ask(it: PublicQAItem) -> tuple[QAAnswer, RunProgress] | None:
+        if not tally.may_start():
             return None
         ctx = MethodContext(exemplars=exemplars.get(it.dataset, []), seed=seed)
-        return ask_item(agent, method, it, complete, ctx, prices)
+        answer = ask_item(agent, method, it, complete, ctx, prices, replicate)
+        return answer, tally.finished(answer)  # counted before this worker starts another
 
     with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="qa-item") as pool:
         futures = {pool.submit(ask, it): i for i, it in enumerate(items)}
-        return _collect(futures, len(items), progress, pool)
+        answers = _collect(futures, len(items), tally, pool)
+    return Batch(answers=answers, stopped=tally.stopped if len(answers) < len(items) else None)
 
 
-def _collect(futures: dict[Future[QAAnswer | None], int], total: int,
-             progress: Callable[[int, int], None] | None,
-             pool: ThreadPoolExecutor) -> list[QAAnswer]:
+def _collect(futures: dict[Future[tuple[QAAnswer, RunProgress] | None], int], total: int,
+             tally: _Totals, pool: ThreadPoolExecutor) -> list[QAAnswer]:
     """Answers in item order; a bug in one item cancels the items not yet started."""
     slots: list[QAAnswer | None] = [None] * total
-    done = 0
     try:
         for future in as_completed(futures):
-            answer = future.result()
-            if answer is None:
+            outcome = future.result()
+            if outcome is None:
                 continue
-            slots[futures[future]] = answer
-            done += 1
-            if progress:
-                progress(done, total)
+            slots[futures[future]], report = outcome
+            if tally.progress:
+                tally.progress(report)
     except BaseException:
         pool.shutdown(wait=True, cancel_futures=True)
         raise
@@ -195,13 +296,15 @@ def _collect(futures: dict[Future[QAAnswer | None], int], total: int,
 def run_agent(
     agent: AgentSpec, items: list[PublicQAItem], exemplars: dict[str, list[Exemplar]],
     prices: PriceSnapshot, complete: CompletionFn | None = None,
-    progress: Callable[[int, int], None] | None = None, deadline: float | None = None,
-) -> list[QAAnswer]:
-    """Dispatch on the agent's harness (replays are instant and ignore the deadline)."""
+    progress: Callable[[RunProgress], None] | None = None, limits: RunLimits | None = None,
+    options: CallOptions | None = None, replicate: int = 0,
+) -> Batch:
+    """Dispatch on the agent's harness (replays are instant and ignore the limits)."""
     if agent.harness is Harness.QA_REPLAY:
-        return replay(agent, items, prices)
+        return Batch(answers=replay(agent, items, prices))
     if agent.harness is Harness.QA_METHOD:
-        return run_method(agent, items, exemplars, prices, complete, progress, deadline)
+        return run_method(agent, items, exemplars, prices, complete, progress, limits, options,
+                          replicate)
     raise InputDataError(agent.agent_id, f"harness {agent.harness.value!r} cannot run QA pools "
                                          "(use qa_method or qa_replay agents)")
 

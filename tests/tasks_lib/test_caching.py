@@ -120,12 +120,13 @@ def test_change_in_the_steps_own_module_recomputes(monkeypatch: pytest.MonkeyPat
     assert states == RECOMPUTED_THEN_HIT
 
 
-# --- (b) a prompt and (c) the answer extractor: the real execute_agent step ------------------
+# --- (b) a prompt and (c) the answer extractor: the real execute_chunk step ------------------
 
 
 @pytest.fixture
 def replay_pool(tmp_path: Path) -> dict[str, Any]:
-    """A one-item pool and a replay agent with one recorded answer: ``execute_agent`` kwargs."""
+    """A one-item pool and a replay agent with one recorded answer: ``execute_chunk`` kwargs
+    (replays are result-cached; live agents resume through the call cache instead)."""
     items = _items("medqa")
     root = Storage(str(tmp_path / "pool"))
     root.write_jsonl(FILES["public_items"], [public_view(it) for it in items])
@@ -141,13 +142,14 @@ def replay_pool(tmp_path: Path) -> dict[str, Any]:
         "dataset,split,model,method,realidx,predicted_answer,prompt_tokens,completion_tokens,"
         "time_s,cost_usd\nmedqa,test,m,zero_shot,1,B,10,2,0.5,\n")
     agent = replay_agent("m", "zero_shot", str(predictions))
-    return {"agent": agent, "pool_url": root.root_url, "pool_hash": digest}
+    return {"agent": agent, "pool_url": root.root_url, "pool_hash": digest, "replicate": 0,
+            "start": 0, "stop": 1}
 
 
 def _execute_states(pool: dict[str, Any], change: Callable[[], None]) -> list[str]:
-    from tasks_lib.qa.run_steps import execute_agent
+    from tasks_lib.qa.run_steps import execute_chunk
 
-    return _in_flow(lambda: _around(lambda: _name(execute_agent, **pool), change))
+    return _in_flow(lambda: _around(lambda: _name(execute_chunk, **pool), change))
 
 
 def _edit_cot_prompt(source: str) -> str:
@@ -157,20 +159,20 @@ def _edit_cot_prompt(source: str) -> str:
     return edited
 
 
-def test_prompt_change_recomputes_execute_agent(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+def test_prompt_change_recomputes_execute_chunk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                 replay_pool: dict[str, Any]) -> None:
     change = _redirect(monkeypatch, tmp_path, "tasks_lib.qa.methods", _edit_cot_prompt)
     assert _execute_states(replay_pool, change) == RECOMPUTED_THEN_HIT
 
 
-def test_answer_extractor_change_recomputes_execute_agent(
+def test_answer_extractor_change_recomputes_execute_chunk(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, replay_pool: dict[str, Any]) -> None:
     change = _redirect(monkeypatch, tmp_path, "evaluators.qa",
                        _append("# rule 6: a trailing bare letter counts as the answer"))
     assert _execute_states(replay_pool, change) == RECOMPUTED_THEN_HIT
 
 
-def test_price_snapshot_change_recomputes_execute_agent(
+def test_price_snapshot_change_recomputes_execute_chunk(
         monkeypatch: pytest.MonkeyPatch, tmp_path: Path, replay_pool: dict[str, Any]) -> None:
     prices = tmp_path / "prices.yaml"
     prices.write_bytes(get_settings().price_snapshot.read_bytes())

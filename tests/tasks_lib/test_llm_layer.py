@@ -52,7 +52,7 @@ def _agent(base_url: str, method: str = "zero_shot", **params: str | int) -> Age
 
 
 def _comparable(answers: list[QAAnswer]) -> list[dict[str, Any]]:
-    return [a.model_dump(exclude={"time_s", "cache_hits"}) for a in answers]
+    return [a.model_dump(exclude={"time_s", "cache_hits", "new_cost_usd"}) for a in answers]
 
 
 @pytest.fixture
@@ -92,12 +92,13 @@ def test_concurrent_run_equals_serial_run_in_item_order(no_cache: None) -> None:
         peak[0] = 0
         started = time.perf_counter()
         parallel = run_agent(_agent(srv.base_url, max_connections=16), items, {},
-                             price_snapshot(), progress=lambda d, t: done.append(d))
+                             price_snapshot(), progress=lambda r: done.append(r.done)).answers
         parallel_s = time.perf_counter() - started
         parallel_peak = peak[0]
         peak[0] = 0
         started = time.perf_counter()
-        serial = run_agent(_agent(srv.base_url, max_connections=1), items, {}, price_snapshot())
+        serial = run_agent(_agent(srv.base_url, max_connections=1), items, {},
+                           price_snapshot()).answers
         serial_s = time.perf_counter() - started
     assert [a.realidx for a in parallel] == [it.realidx for it in items]
     assert [a.answer for a in parallel] == [_expected(i) for i in range(32)]
@@ -147,7 +148,7 @@ def test_429_retry_after_is_honoured_and_every_item_answered(no_cache: None) -> 
     items = _items(30)
     with FakeOpenAIServer(_responder, throttle=throttle) as srv:
         answers = run_agent(_agent(srv.base_url, max_connections=16), items, {},
-                            price_snapshot())
+                            price_snapshot()).answers
     assert [a.answer for a in answers] == [_expected(i) for i in range(30)]
     assert all(a.error is None for a in answers)
     times: dict[int, list[float]] = defaultdict(list)
@@ -168,7 +169,7 @@ def test_a_provider_that_keeps_failing_leaves_an_errored_unanswered_item(
     items = _items(3)
     with FakeOpenAIServer(responder) as srv:
         door = LiteLLMCompletion(api_base=srv.base_url, retries=2, base_delay=0.01)
-        answers = run_agent(_agent(srv.base_url), items, {}, price_snapshot(), complete=door)
+        answers = run_agent(_agent(srv.base_url), items, {}, price_snapshot(), complete=door).answers
     assert [a.answer for a in answers] == [_expected(0), None, _expected(2)]
     failed = answers[1]
     assert failed.error and "ServiceUnavailable" in failed.error and failed.raw is None
@@ -185,9 +186,9 @@ def test_second_run_is_served_from_the_cache(isolated: Path) -> None:
 
     items = _items(4)
     with FakeOpenAIServer(sampling) as srv:
-        first = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot())
+        first = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot()).answers
         sent = len(srv.requests)
-        second = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot())
+        second = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot()).answers
     assert sent == 4 * 5  # the five samples of one prompt are five entries, not one
     assert len(srv.requests) == sent
     assert _comparable(first) == _comparable(second)

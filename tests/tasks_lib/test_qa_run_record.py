@@ -12,7 +12,8 @@ from support.openai_server import FakeOpenAIServer
 
 from evaluators.core import RunStatus, Tier
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.records import SUBMISSION, run_store
+from tasks_lib.records import SUBMISSION, RunRecord, run_store
+from tasks_lib.settings import reset_settings
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -30,12 +31,32 @@ def _pool(tmp_path: Path) -> tuple[str, str]:
     return published.url, published.manifest.content_hash
 
 
-def test_time_budget_ends_the_run_as_timeout(tmp_path: Path,
-                                             monkeypatch: pytest.MonkeyPatch) -> None:
+def _execute(agent: AgentSpec, pool: str, digest: str, replicate: int,
+             time_budget_s: int | None = None, max_cost_usd: float | None = None,
+             chunk: int = 6) -> RunRecord:
+    """One run through the execute steps (chunks chained as the flow chains them for a budget),
+    inside a flow."""
     from prefect import flow
 
-    from tasks_lib.qa.run_steps import execute_agent
+    from tasks_lib.qa.run_steps import assemble_run, chunk_step
 
+    @flow
+    def run() -> RunRecord:
+        started = time.time()
+        deadline = None if time_budget_s is None else started + time_budget_s
+        chunks, previous = [], None
+        for start in range(0, 6, chunk):
+            previous = chunk_step(agent)(agent, pool, digest, replicate, start, start + chunk,
+                                         deadline, max_cost_usd, None, previous)
+            chunks.append(previous)
+        return assemble_run(agent, pool, digest, replicate, chunks, started, Tier.STANDARD,
+                            time_budget_s, max_cost_usd)
+
+    return run()
+
+
+def test_time_budget_ends_the_run_as_timeout(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
     secret = "sk-test-" + "x" * 24
     monkeypatch.setenv("OPENAI_API_KEY", secret)
 
@@ -48,17 +69,43 @@ def test_time_budget_ends_the_run_as_timeout(tmp_path: Path,
         agent = AgentSpec(agent_id="slow@zero_shot", harness=Harness.QA_METHOD,
                           model="openai/slow", method="zero_shot",
                           params={"api_base": srv.base_url, "max_connections": 1})
-
-        @flow
-        def run_both() -> tuple[object, object]:
-            capped = execute_agent(agent, pool, digest, 0, Tier.STANDARD, 1)
-            free = execute_agent(agent, pool, digest, 1, Tier.STANDARD, 600)
-            return capped, free
-
-        capped, free = run_both()
-    assert capped.status is RunStatus.TIMEOUT and capped.replicate == 0  # type: ignore[attr-defined]
-    assert 0 < capped.n_answered < 6 and "time budget" in capped.error  # type: ignore[attr-defined]
-    assert free.status is RunStatus.COMPLETED and free.n_answered == 6  # type: ignore[attr-defined]
-    assert free.replicate == 1  # type: ignore[attr-defined]
-    stored = run_store(free.run_id).read_text(f"{SUBMISSION}/answers.jsonl")  # type: ignore[attr-defined]
+        capped = _execute(agent, pool, digest, 0, time_budget_s=1)
+        free = _execute(agent, pool, digest, 1, time_budget_s=600)
+    assert capped.status is RunStatus.TIMEOUT and capped.replicate == 0
+    assert capped.n_answered is not None and 0 < capped.n_answered < 6
+    assert capped.error is not None and "time budget" in capped.error
+    assert free.status is RunStatus.COMPLETED and free.n_answered == 6
+    assert free.replicate == 1
+    stored = run_store(free.run_id).read_text(f"{SUBMISSION}/answers.jsonl")
     assert secret not in stored and "[REDACTED]" in stored
+
+
+def test_cost_budget_stops_a_run_partial_and_a_larger_budget_resumes_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """gpt-4o-mini is priced in the snapshot: a budget of items 1–2 plus half of item 3 stops
+    after 3 items (the third starts below the budget; items start one at a time here); re-running
+    with a larger budget asks only the 3 missing items (the rest come from the call cache,
+    free)."""
+    monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
+    reset_settings()
+    pool, digest = _pool(tmp_path)
+    with FakeOpenAIServer(lambda body: "The answer is (A).") as srv:
+        agent = AgentSpec(agent_id="mini@zero_shot", harness=Harness.QA_METHOD,
+                          model="openai/gpt-4o-mini", method="zero_shot",
+                          params={"api_base": srv.base_url, "max_connections": 1})
+        whole = _execute(agent, pool, digest, 0, max_cost_usd=1.0)  # a budget never reached
+        costs = [a["cost_usd"] for a in
+                 run_store(whole.run_id).read_jsonl(f"{SUBMISSION}/answers.jsonl")]
+        assert len(costs) == 6 and min(costs) > 0 and len(srv.requests) == 6
+        budget = costs[0] + costs[1] + costs[2] / 2
+        capped = _execute(agent, pool, digest, 1, max_cost_usd=budget, chunk=2)
+        assert capped.status is RunStatus.PARTIAL and capped.n_answered == 3
+        assert capped.error is not None and "--max-cost-usd" in capped.error
+        assert len(srv.requests) == 6 + 3
+        resumed = _execute(agent, pool, digest, 1, max_cost_usd=1.0, chunk=2)
+    assert resumed.status is RunStatus.COMPLETED and resumed.n_answered == 6
+    assert resumed.run_id == capped.run_id and len(srv.requests) == 6 + 6
+    assert resumed.cache_hits == 3
+    assert resumed.new_cost_usd == pytest.approx(sum(costs[3:]))
+    assert resumed.cost_usd == pytest.approx(whole.cost_usd)
+    reset_settings()

@@ -25,7 +25,7 @@ from tasks_lib.ledger import store
 from tasks_lib.settings import get_settings, reset_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
-EXPENSIVE = {"ingest", "deidentify", "normalize", "difficulty_filter", "execute_agent"}
+EXPENSIVE = {"ingest", "deidentify", "normalize", "difficulty_filter", "execute_chunk"}
 """Upstream steps cached on inputs + source (cheap lookups and the idempotent publish are not)."""
 
 
@@ -133,7 +133,7 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     assert again.run_count == 2 and again.state is not None and again.state.is_completed()
     steps = _task_runs_since(root.id, since)
     assert {name for (name, state) in steps if name in EXPENSIVE and state != "Cached"} == set()
-    assert steps[("ingest", "Cached")] == 9 and steps[("execute_agent", "Cached")] == 2
+    assert steps[("ingest", "Cached")] == 9 and steps[("execute_chunk", "Cached")] == 2
     # the failed stage re-executed: one chunk holding both runs; the report reads the ledger
     assert steps[("score_chunk_step", "Completed")] == 1
     assert sum(n for (name, _), n in steps.items() if name == "score_chunk_step") == 1

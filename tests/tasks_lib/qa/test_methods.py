@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from support.openai_server import FakeOpenAIServer, Transient
 from support.qa_fakes import ScriptedModel, TextAnswerModel
 
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.llm import Completion, LiteLLMCompletion, Message
+from tasks_lib.llm import Completion, LiteLLMCompletion, Message, current_branch
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.methods import METHODS, MethodContext, majority
 from tasks_lib.qa.runner import run_agent, total_cost
@@ -62,14 +64,18 @@ def test_majority_vote_ties_go_to_first_seen() -> None:
 
 
 def test_cot_sc_majority_over_samples() -> None:
-    replies = iter(["answer: A", "answer: C", "answer: C", "no idea", "answer: A", ])
+    """Samples are asked concurrently; sample i (its gather branch) answers replies[i], so the
+    first-seen tie-break (A and C twice each) is decided by sample order, not thread timing."""
+    replies = ["answer: A", "answer: C", "answer: C", "no idea", "answer: A"]
 
     class Varied(ScriptedModel):
         def reply(self, messages: list[Message]) -> str:
-            return next(replies)
+            time.sleep(0.01 * (5 - current_branch()[0]))  # the first sample finishes last
+            return replies[current_branch()[0]]
 
-    result = METHODS.get("cot_sc")(ITEM, "m", Varied(), MethodContext())
-    assert result.answer == "A" and result.calls == 5
+    for _ in range(3):
+        result = METHODS.get("cot_sc")(ITEM, "m", Varied(), MethodContext())
+        assert result.answer == "A" and result.calls == 5 and result.raw == "answer: A"
 
 
 def test_litellm_path_against_local_server_with_retry() -> None:
@@ -85,7 +91,7 @@ def test_litellm_path_against_local_server_with_retry() -> None:
     with FakeOpenAIServer(responder) as srv:
         agent = AgentSpec(agent_id="fake@cot", harness=Harness.QA_METHOD, model="openai/fake",
                           method="cot", params={"api_base": srv.base_url})
-        answers = run_agent(agent, [ITEM], {}, price_snapshot())
+        answers = run_agent(agent, [ITEM], {}, price_snapshot()).answers
     assert seen["n"] == 2
     assert answers[0].answer == "B" and "antithrombin" in (answers[0].raw or "")
     assert answers[0].prompt_tokens and answers[0].cost_usd is None  # unknown model: cost null
