@@ -163,7 +163,10 @@ def with_backoff(
 class RateLimiter:
     """Requests-per-minute and tokens-per-minute caps as token buckets (thread-safe).
 
-    Each bucket holds up to one minute's allowance and refills continuously. A request first
+    Each bucket refills continuously at the per-minute rate and holds at most one second's
+    allowance (at least one request), because providers enforce per-minute limits in shorter
+    slices (60,000 RPM as 1,000 per second), so a minute's burst up front would be refused. A
+    request first
     takes one request token and its estimated tokens (prompt characters / 4 + ``max_tokens``);
     once the reply's usage is known the estimate is corrected (:meth:`settle`), so the token
     bucket can go negative and later callers wait for it to refill.
@@ -179,8 +182,9 @@ class RateLimiter:
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.rpm, self.tpm, self.clock, self.sleep = rpm, tpm, clock, sleep
-        self._requests = float(rpm or 0)
-        self._tokens = float(tpm or 0)
+        self.request_burst = max(1.0, (rpm or 0) / 60)
+        self.token_burst = max(1.0, (tpm or 0) / 60)
+        self._requests, self._tokens = self.request_burst, self.token_burst
         self._stamp = clock()
         self._lock = threading.Lock()
 
@@ -188,14 +192,15 @@ class RateLimiter:
         now = self.clock()
         elapsed, self._stamp = now - self._stamp, now
         if self.rpm:
-            self._requests = min(float(self.rpm), self._requests + elapsed * self.rpm / 60)
+            self._requests = min(self.request_burst, self._requests + elapsed * self.rpm / 60)
         if self.tpm:
-            self._tokens = min(float(self.tpm), self._tokens + elapsed * self.tpm / 60)
+            self._tokens = min(self.token_burst, self._tokens + elapsed * self.tpm / 60)
 
     def acquire(self, tokens: int = 0) -> float:
-        """Block until one request and ``tokens`` (capped at one minute's worth) are available,
-        then take them; returns the seconds waited."""
-        need_tokens = float(min(tokens, self.tpm)) if self.tpm else 0.0
+        """Block until one request and ``tokens`` (capped at one second's worth: a bigger request
+        waits for a full bucket, then drives it negative) are available, then take them; returns
+        the seconds waited."""
+        need_tokens = min(float(tokens), self.token_burst) if self.tpm else 0.0
         waited = 0.0
         while True:
             with self._lock:
@@ -216,7 +221,7 @@ class RateLimiter:
         """Correct the token bucket once a reply's real usage is known."""
         if self.tpm:
             with self._lock:
-                self._tokens -= float(min(actual, self.tpm) - min(estimated, self.tpm))
+                self._tokens -= float(actual) - min(float(estimated), self.token_burst)
 
 
 def estimate_tokens(messages: Sequence[Mapping[str, Any]], max_tokens: int | None) -> int:
@@ -285,6 +290,21 @@ def current_branch() -> tuple[int, ...]:
     """The :func:`gather` branch the caller runs on (``()`` outside any): which of a method's
     concurrent calls this is, e.g. for a fake model that answers sample ``i`` its own way."""
     return _BRANCH.get()
+
+
+U = TypeVar("U")
+
+
+def parallel_map(fn: Callable[[U], T], items: Sequence[U], max_workers: int) -> list[T]:
+    """``fn`` over ``items`` on up to ``max_workers`` threads (each in a copy of the caller's
+    context); results in item order. For independent, distinct requests (screening probes,
+    judge calls); use :func:`gather` for repeated samples of one prompt."""
+    if max_workers <= 1 or len(items) <= 1:
+        return [fn(item) for item in items]
+    with ThreadPoolExecutor(max_workers=min(max_workers, len(items)),
+                            thread_name_prefix="llm-map") as pool:
+        futures = [pool.submit(contextvars.copy_context().run, fn, item) for item in items]
+        return [f.result() for f in futures]
 
 
 def gather(calls: Sequence[Callable[[], T]]) -> list[T]:

@@ -24,6 +24,10 @@ os.environ.update({
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "GX_ANALYTICS_ENABLED": "false",
+    # The call cache is on by default for users; tests share one storage root, so a scripted
+    # fake model in one test must not be answered from another test's replies. Tests of the
+    # cache switch it on for their own private root.
+    "MEDFLOWS_LLM_CACHE": "false",
 })
 os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 

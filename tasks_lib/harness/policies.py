@@ -1,4 +1,5 @@
-"""Policies decide each turn of the loop: a litellm model, or a scripted agent (offline).
+"""Policies decide each turn of the loop: a model through the call layer, or a scripted agent
+(offline).
 
 A new harness implements :class:`Policy`; the loop in :mod:`tasks_lib.harness.loop` is shared.
 """
@@ -6,13 +7,11 @@ A new harness implements :class:`Policy`; the loop in :mod:`tasks_lib.harness.lo
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from tasks_lib.harness.messages import TOOLS, AgentTurn, ChatMessage, ToolCall, ToolName
-from tasks_lib.llm import _transient, with_backoff
-from tasks_lib.settings import get_settings
+from tasks_lib.llm import LiteLLMCompletion, call_scope
 
 
 class Policy(Protocol):
@@ -26,7 +25,8 @@ class Policy(Protocol):
 
 
 class LiteLLMPolicy:
-    """A tool-calling model behind ``litellm.completion`` (temperature 0 by default).
+    """A tool-calling model through the call layer (:class:`tasks_lib.llm.LiteLLMCompletion`:
+    connection and rate limits, retries, the call cache); temperature 0 by default.
 
     Args:
         model: litellm model string.
@@ -35,43 +35,30 @@ class LiteLLMPolicy:
         max_tokens: output cap per turn (a reply hitting it is marked truncated).
         retries: retries with exponential backoff on transient provider errors.
         base_delay: first backoff delay in seconds.
+        salt: what makes this run's calls distinct from an otherwise identical run's in the call
+            cache (its replicate), so replicates never share replies.
+        door: the call layer instance (default: one for ``api_base``).
     """
 
     def __init__(self, model: str, api_base: str | None = None, temperature: float = 0.0,
-                 max_tokens: int = 4096, retries: int = 4, base_delay: float = 1.0) -> None:
+                 max_tokens: int = 4096, retries: int = 4, base_delay: float = 1.0,
+                 salt: str = "", door: LiteLLMCompletion | None = None) -> None:
         self.model, self.temperature, self.max_tokens = model, temperature, max_tokens
-        self.api_base = api_base or get_settings().llm_api_base
-        self.retries, self.base_delay = retries, base_delay
+        self.salt = salt
+        self.door = door or LiteLLMCompletion(api_base=api_base, retries=retries,
+                                              base_delay=base_delay)
 
     def next_turn(self, messages: Sequence[ChatMessage]) -> AgentTurn:
-        """One ``litellm.completion`` call with the two tools.
-
-        ``_skip_mcp_handler``: litellm routes any call with ``tools`` through its MCP bridge,
-        which imports the optional ``mcp`` package; our tools are plain functions.
-        """
-        import litellm
-
-        kwargs: dict[str, Any] = {}
-        if self.api_base:
-            kwargs.update(api_base=self.api_base,
-                          api_key=os.environ.get("OPENAI_API_KEY") or "not-needed")
-        response = with_backoff(
-            lambda: litellm.completion(
-                model=self.model, messages=[m.to_openai() for m in messages], tools=TOOLS,
-                temperature=self.temperature, max_tokens=self.max_tokens, num_retries=0,
-                _skip_mcp_handler=True, **kwargs),
-            retries=self.retries, base_delay=self.base_delay, transient=_transient(),
-        )
-        choice = response.choices[0]
-        usage = getattr(response, "usage", None)
-        calls = [ToolCall(call_id=c.id or f"call_{i}", name=c.function.name or "",
-                          arguments=c.function.arguments or "")
-                 for i, c in enumerate(choice.message.tool_calls or [])]
+        """One chat call with the two tools."""
+        with call_scope(self.salt):
+            reply = self.door.chat(self.model, [m.to_openai() for m in messages], tools=TOOLS,
+                                   temperature=self.temperature, max_tokens=self.max_tokens)
         return AgentTurn(
-            content=choice.message.content, tool_calls=calls,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
-            truncated=choice.finish_reason == "length",
+            content=reply.text or None,
+            tool_calls=[ToolCall(call_id=c.call_id, name=c.name, arguments=c.arguments)
+                        for c in reply.tool_calls],
+            prompt_tokens=reply.prompt_tokens, completion_tokens=reply.completion_tokens,
+            truncated=reply.truncated,
         )
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from tasks_lib.llm import CompletionFn, Message
+from tasks_lib.llm import CompletionFn, Message, parallel_map
 from tasks_lib.qa.types import MeldRecord, QAItem
 
 SYSTEM = (
@@ -61,7 +61,11 @@ def probe(item: QAItem, model: str, complete: CompletionFn, threshold: float) ->
 
 
 def screen(
-    items: Sequence[QAItem], models: Sequence[str], complete: CompletionFn, threshold: float = 0.95
+    items: Sequence[QAItem], models: Sequence[str], complete: CompletionFn, threshold: float = 0.95,
+    max_workers: int = 1,
 ) -> list[MeldRecord]:
-    """Probe every (item, model) pair; returns every record, flagged or not."""
-    return [probe(it, m, complete, threshold) for it in items for m in models]
+    """Probe every (item, model) pair, up to ``max_workers`` at once; returns every record,
+    flagged or not, in (item, model) order."""
+    pairs = [(it, m) for it in items for m in models]
+    return parallel_map(lambda pair: probe(pair[0], pair[1], complete, threshold), pairs,
+                        max_workers)

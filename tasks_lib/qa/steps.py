@@ -142,8 +142,10 @@ def difficulty_filter(
       **cached(modules=("tasks_lib.qa.meld", "tasks_lib.llm", "tasks_lib.qa.types"), **IO_RETRIES))
 def meld_screen(dataset: str, items: list[QAItem], models: list[str], threshold: float
                 ) -> list[MeldRecord]:
-    """Ask each screening model to continue each question's first half (litellm)."""
-    return meld.screen(items, models, LiteLLMCompletion(), threshold)
+    """Ask each screening model to continue each question's first half (through the call
+    layer, as many at once as the endpoint's connection limit allows)."""
+    door = LiteLLMCompletion()
+    return meld.screen(items, models, door, threshold, max_workers=door.max_connections)
 
 
 @task(name="select-exemplars", task_run_name="select-exemplars-{dataset}")

@@ -14,13 +14,20 @@ import pytest
 from support.openai_server import FakeOpenAIServer, Transient
 
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.llm import Completion, LiteLLMCompletion, Message, backoff_delay, retry_after_s
-from tasks_lib.llm_cache import CallCache, cache_path, call_key
+from tasks_lib.llm import (
+    Completion,
+    LiteLLMCompletion,
+    Message,
+    RateLimiter,
+    ToolRequest,
+    backoff_delay,
+    retry_after_s,
+)
+from tasks_lib.llm_cache import call_key
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.runner import QAAnswer, run_agent
 from tasks_lib.qa.types import PublicQAItem
 from tasks_lib.settings import reset_settings
-from tasks_lib.storage import Storage
 
 LETTERS = "ABCD"
 
@@ -57,8 +64,9 @@ def _comparable(answers: list[QAAnswer]) -> list[dict[str, Any]]:
 
 @pytest.fixture
 def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private storage root (so the call cache starts empty)."""
+    """A private storage root with the call cache on (it starts empty)."""
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
+    monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
     reset_settings()
     yield tmp_path / "storage"
     reset_settings()
@@ -169,7 +177,8 @@ def test_a_provider_that_keeps_failing_leaves_an_errored_unanswered_item(
     items = _items(3)
     with FakeOpenAIServer(responder) as srv:
         door = LiteLLMCompletion(api_base=srv.base_url, retries=2, base_delay=0.01)
-        answers = run_agent(_agent(srv.base_url), items, {}, price_snapshot(), complete=door).answers
+        answers = run_agent(_agent(srv.base_url), items, {}, price_snapshot(),
+                            complete=door).answers
     assert [a.answer for a in answers] == [_expected(0), None, _expected(2)]
     failed = answers[1]
     assert failed.error and "ServiceUnavailable" in failed.error and failed.raw is None
@@ -217,33 +226,6 @@ def test_corrupt_cache_entry_is_a_miss(isolated: Path) -> None:
     assert Completion.model_validate_json(entry.read_bytes()).text == reply.text
 
 
-@pytest.mark.parametrize("root", ["local", "memory"])
-def test_concurrent_writers_of_one_key_leave_a_valid_entry(tmp_path: Path, root: str) -> None:
-    url = str(tmp_path / "storage") if root == "local" else f"memory://llm-cache-{id(tmp_path)}"
-    cache = CallCache(Storage(url))
-    key = call_key("m", [{"role": "user", "content": "x"}], {"temperature": 0.0})
-    value = Completion(text="same " * 2000, prompt_tokens=3, completion_tokens=4, latency_s=0.2,
-                       cost_usd=0.001)
-    misses: list[int] = []
-
-    def write_and_read() -> None:
-        for _ in range(25):
-            cache.put(key, value)
-            got = cache.get(key, Completion)
-            if got != value:
-                misses.append(1)
-
-    threads = [threading.Thread(target=write_and_read) for _ in range(6)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert cache.get(key, Completion) == value and not misses
-    if root == "local":
-        assert [p.name for p in (tmp_path / "storage" / "llm-cache").rglob("*")
-                if p.is_file()] == [cache_path(key).rsplit("/", 1)[1]]
-
-
 def test_cache_key_ignores_transport_but_not_sampling() -> None:
     msgs = [{"role": "user", "content": "q"}]
     base = call_key("m", msgs, {"temperature": 0.0, "api_base": "http://a", "api_key": "k1"})
@@ -268,3 +250,77 @@ def test_retry_after_parsing_and_backoff_bounds() -> None:
     assert all(1.0 <= backoff_delay(a, 0.5, retry_after=1.0) <= 1.1 for a in range(5))
     assert all(0.25 <= backoff_delay(0, 0.5) <= 0.5 for _ in range(20))
     assert backoff_delay(30, 1.0) <= 60.0
+
+
+class _Clock:
+    """A fake monotonic clock whose sleep advances it."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+        self.slept: list[float] = []
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def test_rpm_bucket_allows_one_seconds_burst_then_spaces_requests() -> None:
+    clock = _Clock()
+    limiter = RateLimiter(rpm=120, tpm=None, clock=clock, sleep=clock.sleep)
+    waits = [limiter.acquire() for _ in range(10)]
+    assert waits[:2] == [0.0, 0.0]  # a burst of one second's allowance (2 requests)
+    assert all(w == pytest.approx(0.5) for w in waits[2:])
+    assert clock.now - 100.0 == pytest.approx(4.0)  # 8 more requests at 2 per second
+
+
+def test_tpm_bucket_charges_the_real_usage() -> None:
+    clock = _Clock()
+    limiter = RateLimiter(rpm=None, tpm=6000, clock=clock, sleep=clock.sleep)  # 100 tokens/s
+    assert limiter.acquire(50) == 0.0
+    limiter.settle(50, 250)  # the reply used 250 tokens: the bucket owes 200
+    # 100 − 50 − 200 = −150 in the bucket; 50 needed: 200 tokens of refill at 100/s
+    assert limiter.acquire(50) == pytest.approx(2.0)
+    assert limiter.acquire(10_000) == pytest.approx(1.0)  # capped at a full bucket (100)
+
+
+def test_rpm_cap_is_shared_by_every_concurrent_caller(no_cache: None) -> None:
+    """30 items at 16 connections under rpm=600 (10/s, burst 10): in no one-second window does
+    the server see more than the burst plus one second of refill."""
+    items = _items(30)
+    with FakeOpenAIServer(_responder) as srv:
+        started = time.monotonic()
+        answers = run_agent(_agent(srv.base_url, max_connections=16, rpm=600), items, {},
+                            price_snapshot()).answers
+        wall = time.monotonic() - started
+    assert [a.answer for a in answers] == [_expected(i) for i in range(30)]
+    times = sorted(srv.request_times)
+    assert max(sum(1 for t in times if s <= t < s + 1.0) for s in times) <= 21
+    assert wall >= 1.8  # 20 requests beyond the burst at 10/s
+
+
+def test_tool_calls_go_through_the_cache(isolated: Path) -> None:
+    def responder(body: dict[str, Any]) -> dict[str, Any]:
+        if not body.get("tools"):
+            return {"content": "no tools offered"}
+        assert body["tools"][0]["function"]["name"] == "lookup"
+        return {"content": None, "tool_calls": [{"id": "call_7", "type": "function", "function": {
+            "name": "lookup", "arguments": '{"term": "sepsis"}'}}]}
+
+    tools = [{"type": "function", "function": {"name": "lookup", "parameters": {
+        "type": "object", "properties": {"term": {"type": "string"}}}}}]
+    messages = [{"role": "user", "content": "look it up"}]
+    with FakeOpenAIServer(responder) as srv:
+        first = LiteLLMCompletion(api_base=srv.base_url).chat("openai/fake", messages,
+                                                              tools=tools, temperature=0.0)
+        again = LiteLLMCompletion(api_base=srv.base_url).chat("openai/fake", messages,
+                                                              tools=tools, temperature=0.0)
+        other = LiteLLMCompletion(api_base=srv.base_url).chat("openai/fake", messages,
+                                                              temperature=0.0)
+    assert first.tool_calls == [ToolRequest(call_id="call_7", name="lookup",
+                                            arguments='{"term": "sepsis"}')]
+    assert again.cached and again.tool_calls == first.tool_calls
+    assert not other.cached and other.text == "no tools offered"  # tools are part of the key
+    assert len(srv.requests) == 2

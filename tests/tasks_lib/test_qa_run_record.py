@@ -87,6 +87,7 @@ def test_cost_budget_stops_a_run_partial_and_a_larger_budget_resumes_it(
     with a larger budget asks only the 3 missing items (the rest come from the call cache,
     free)."""
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
+    monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
     reset_settings()
     pool, digest = _pool(tmp_path)
     with FakeOpenAIServer(lambda body: "The answer is (A).") as srv:

@@ -1,0 +1,156 @@
+"""`kill -9` of `medflows execute qa` halfway through a live run, then the same command again.
+
+The provider is the test server (0.1 s a call). The first process is killed while the server
+holds its next requests unanswered, after it has answered (and the client has cached) about half
+the items. The second process resumes: the server never answers the same request twice (a request
+it never answered is asked again: nobody paid for it), the answers and the score equal those of an
+uninterrupted run in a separate storage root and ledger, and the ledger holds one run row.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.openai_server import FakeOpenAIServer, Transient
+from support.ops_support import BIN, publish_test_pool
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
+
+AGENT = "gpt-4o-mini@cot"
+N_ITEMS = 40
+HOLD_AFTER = 20
+
+
+class Provider:
+    """Answers with a letter derived from the question; can hold requests (never answer them)."""
+
+    def __init__(self) -> None:
+        self.answered: list[str] = []
+        self.holding = threading.Event()
+        self.held = 0
+        self.discard = threading.Event()
+        self.lock = threading.Lock()
+
+    @staticmethod
+    def key(body: dict[str, Any]) -> str:
+        return json.dumps({k: body.get(k) for k in ("model", "messages", "temperature",
+                                                    "max_tokens")}, sort_keys=True)
+
+    def __call__(self, body: dict[str, Any]) -> str:
+        with self.lock:
+            hold = not self.discard.is_set() and (
+                self.holding.is_set() or len(self.answered) >= HOLD_AFTER)
+            if hold:
+                self.holding.set()
+                self.held += 1
+        if hold:
+            self.discard.wait(timeout=120)
+            raise Transient()  # the client that asked is dead; this reply reaches no one
+        question = str(body["messages"][-1]["content"])
+        letter = "ABCD"[sum(map(ord, question)) % 4]
+        with self.lock:
+            self.answered.append(self.key(body))
+        return f"Considering the findings step by step. The answer is ({letter})."
+
+
+def _env(root: Path, api_url: str, base_url: str) -> dict[str, str]:
+    return {**os.environ, "MEDFLOWS_STORAGE_URL": str(root / "storage"),
+            "MEDFLOWS_LEDGER_URL": f"sqlite:///{root / 'ledger.db'}",
+            "MEDFLOWS_RESULTS_DIR": str(root / "results"), "MEDFLOWS_LLM_CACHE": "true",
+            "MEDFLOWS_LLM_API_BASE": base_url, "PREFECT_API_URL": api_url}
+
+
+def _execute(pool: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [str(BIN / "medflows"), "execute", "qa", "--pool", pool, "--agents", AGENT,
+         "--max-connections", "4", "--chunk-size", "10", "--no-progress"],
+        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def _finish(proc: subprocess.Popen[bytes], log: Path) -> list[dict[str, Any]]:
+    assert proc.wait(timeout=300) == 0, log.read_text()[-3000:]
+    text = log.read_text()
+    return json.loads(text[text.index("[\n"):text.rindex("]") + 1])  # type: ignore[no-any-return]
+
+
+def _answers(root: Path, run_id: str) -> list[dict[str, Any]]:
+    lines = (root / "storage" / "runs" / run_id / "submission" / "answers.jsonl").read_text()
+    drop = {"time_s", "cache_hits", "new_cost_usd"}
+    return [{k: v for k, v in json.loads(line).items() if k not in drop}
+            for line in lines.splitlines()]
+
+
+def _score(root: Path, pool: str, env: dict[str, str]) -> list[dict[str, Any]]:
+    out = subprocess.run([str(BIN / "medflows"), "score", "qa", "--pool", pool], env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout[out.stdout.index("["):])  # type: ignore[no-any-return]
+
+
+def _run_rows(root: Path) -> list[tuple[str, str]]:
+    with sqlite3.connect(root / "ledger.db") as db:
+        if not db.execute("SELECT name FROM sqlite_master WHERE name = 'runs'").fetchall():
+            return []  # the ledger was never migrated: nothing was recorded
+        return db.execute("SELECT run_id, status FROM runs").fetchall()
+
+
+def test_killed_live_run_resumes_without_asking_twice(tmp_path: Path) -> None:
+    from prefect.settings import PREFECT_API_URL
+
+    api_url = str(PREFECT_API_URL.value())
+    pool = publish_test_pool("resume-probe", {"medqa": N_ITEMS}).url
+    provider = Provider()
+    with FakeOpenAIServer(provider, latency=0.1) as srv:
+        reference_root, killed_root = tmp_path / "reference", tmp_path / "killed"
+        provider.discard.set()  # the reference run is never held
+        reference = _finish(_execute(pool, _env(reference_root, api_url, srv.base_url),
+                                     tmp_path / "reference.log"), tmp_path / "reference.log")
+        reference_answered = list(provider.answered)
+        provider.answered.clear()
+        provider.discard.clear()
+
+        env = _env(killed_root, api_url, srv.base_url)
+        first = _execute(pool, env, tmp_path / "first.log")
+        deadline = time.monotonic() + 240
+        while not provider.holding.is_set():
+            assert first.poll() is None, (tmp_path / "first.log").read_text()[-3000:]
+            assert time.monotonic() < deadline, "the run never reached the hold point"
+            time.sleep(0.05)
+        time.sleep(1.0)  # every answered reply has been cached; new requests are held
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait(timeout=30)
+        with contextlib.suppress(ProcessLookupError):  # what the killed process left behind
+            os.killpg(first.pid, signal.SIGKILL)
+        answered_before_kill = len(provider.answered)
+        assert HOLD_AFTER <= answered_before_kill < N_ITEMS and provider.held >= 1
+        assert _run_rows(killed_root) == []  # killed before it recorded the run
+
+        provider.discard.set()
+        resumed = _finish(_execute(pool, env, tmp_path / "second.log"),
+                          tmp_path / "second.log")
+
+    assert len(reference_answered) == N_ITEMS
+    repeats = [k for k, n in Counter(provider.answered).items() if n > 1]
+    assert repeats == [] and len(provider.answered) == N_ITEMS
+    [ref_run], [run] = reference, resumed
+    assert run["run_id"] == ref_run["run_id"] and run["status"] == "completed"
+    assert run["cache_hits"] == answered_before_kill
+    assert run["n_answered"] == N_ITEMS and run["cost_usd"] == pytest.approx(ref_run["cost_usd"])
+    assert run["new_cost_usd"] < run["cost_usd"]
+    assert _answers(killed_root, run["run_id"]) == _answers(reference_root, run["run_id"])
+    assert _run_rows(killed_root) == [(run["run_id"], "completed")]
+    [ref_score], [score] = _score(reference_root, pool, _env(reference_root, api_url, "x")), \
+        _score(killed_root, pool, env)
+    assert score["task_score"] == ref_score["task_score"]
+    assert _run_rows(killed_root) == [(run["run_id"], "completed")]
