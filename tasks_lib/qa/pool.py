@@ -13,11 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
+from tasks_lib.errors import InputDataError
 from tasks_lib.qa.types import Exemplar, PoolManifest, PublicQAItem, QAItem, QAReference
 from tasks_lib.storage import Storage
 
+M = TypeVar("M", bound=BaseModel)
 FILES = {
     "public_items": "public/items.jsonl",
     "exemplars": "public/exemplars.jsonl",
@@ -66,13 +70,50 @@ class LoadedPool(NamedTuple):
     exemplars: dict[str, list[Exemplar]]
 
 
+def _reason(exc: BaseException) -> str:
+    """One line saying what is wrong with a pool file's content."""
+    if isinstance(exc, ValidationError):
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "row"
+        return f"{where}: {first['msg']}"[:300]
+    if isinstance(exc, RecursionError):
+        return "JSON nested too deeply"
+    return " ".join(str(exc).split())[:300] or type(exc).__name__
+
+
+def _read_model(root: Storage, key: str, model: type[M]) -> M:
+    try:
+        return model.model_validate(root.read_json(key))
+    except FileNotFoundError:
+        raise InputDataError(root.url(key), f"not a pool: {key} not found") from None
+    except (ValueError, RecursionError) as exc:  # JSON, UTF-8, pydantic errors are ValueErrors
+        raise InputDataError(root.url(key), f"invalid {key}: {_reason(exc)}") from None
+
+
+def _read_rows(root: Storage, key: str, model: type[M]) -> list[M]:
+    rows: list[M] = []
+    try:
+        for row in root.read_jsonl(key):
+            rows.append(model.model_validate(row))
+    except FileNotFoundError:
+        raise InputDataError(root.url(key), f"not a pool: {key} not found") from None
+    except (ValueError, RecursionError) as exc:
+        # pool files have no blank lines: the failing row is line len(rows) + 1
+        raise InputDataError(root.url(key), f"invalid row: {_reason(exc)}",
+                             line=len(rows) + 1) from None
+    return rows
+
+
 def load_pool(root: Storage) -> LoadedPool:
-    """Read manifest, public items, exemplars and references of the pool at ``root``."""
-    manifest = PoolManifest.model_validate(root.read_json("manifest.json"))
-    items = [PublicQAItem.model_validate(r) for r in root.read_jsonl(FILES["public_items"])]
-    refs = [QAReference.model_validate(r) for r in root.read_jsonl(FILES["references"])]
+    """Read manifest, public items, exemplars and references of the pool at ``root``.
+
+    Raises:
+        InputDataError: a file is missing or its content is not a pool's (file, line, reason).
+    """
+    manifest = _read_model(root, "manifest.json", PoolManifest)
+    items = _read_rows(root, FILES["public_items"], PublicQAItem)
+    refs = _read_rows(root, FILES["references"], QAReference)
     exemplars: dict[str, list[Exemplar]] = {}
-    for row in root.read_jsonl(FILES["exemplars"]):
-        ex = Exemplar.model_validate(row)
+    for ex in _read_rows(root, FILES["exemplars"], Exemplar):
         exemplars.setdefault(ex.dataset, []).append(ex)
     return LoadedPool(manifest, items, {f"{r.dataset}/{r.realidx}": r for r in refs}, exemplars)

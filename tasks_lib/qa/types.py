@@ -9,6 +9,35 @@ from pydantic import Field
 
 from tasks_lib.domain import Frozen, SelectionRule
 
+MiB = 1 << 20
+
+
+class QAInputLimits(Frozen):
+    """Bounds on what a QA input file (question JSONL, predictions CSV) may hold.
+
+    Every reader of QA inputs takes its limits from one of these (the defaults leave ample room
+    over the shipped data: the largest question file is 3.3 MB with 5.9 kB lines, the largest
+    predictions file 8 MB once decompressed with 3 kB fields). A file over a size limit is refused
+    while streaming, before it is read whole; a line over a line limit is handled per the reader's
+    policy (see :mod:`tasks_lib.qa.ingest`).
+    """
+
+    max_file_bytes: int = Field(default=64 * MiB, gt=0,
+                                description="Bytes read from storage (compressed or not).")
+    max_decompressed_bytes: int = Field(
+        default=64 * MiB, gt=0,
+        description="Bytes after gzip decompression; a gzip bomb stops here, mid-stream.")
+    max_line_bytes: int = Field(default=1 * MiB, gt=0,
+                                description="Bytes of one line (without its line ending).")
+    max_field_chars: int = Field(
+        default=64 * 1024, gt=0,
+        description="Characters of one text field (question, option, CSV field).")
+    max_depth: int = Field(default=8, gt=0, description="JSON nesting depth of a question line.")
+    max_number_digits: int = Field(
+        default=40, gt=0, description="Characters of one number (JSON number or CSV numeric "
+        "field); longer numbers are refused before conversion.")
+    max_id_chars: int = Field(default=128, gt=0, description="Characters of one realidx.")
+
 
 class QAItem(Frozen):
     """One multiple-choice question with its reference answer (private)."""
