@@ -34,7 +34,7 @@ IOU_THRESHOLD = 0.5
 class Boxes(BaseModel):
     """Boxes of one image: references (scores empty) or detections (one score per box)."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", strict=True)
 
     boxes: list[list[float]] = Field(description="[x1, y1, x2, y2] per box, pixels.")
     labels: list[int] = Field(description="Class label per box.")

@@ -13,9 +13,10 @@ else) and appends the score card and the ledger's score row.
 
 from __future__ import annotations
 
+import math
 import re
 
-from pydantic import Field
+from pydantic import Field, field_validator
 
 from evaluators.core import Frozen, RunStatus, Tier, Track
 from evaluators.judges.error_codes import Coding
@@ -81,6 +82,11 @@ class CaseScore(Frozen):
     reason: str = Field(default="", description="Why the case was not scored normally.")
     values: dict[str, float] = Field(description="Metric name → value.")
 
+    @field_validator("reason")
+    @classmethod
+    def _redacted(cls, value: str) -> str:
+        return _clean(value)
+
 
 class ScoreCard(Frozen):
     """Everything scoring produced for one run (or one submission), any track."""
@@ -115,6 +121,60 @@ class ScoreCard(Frozen):
                                          description="Stage → why its judge failed.")
     coding: Coding | None = Field(default=None, description="Error-code coder output.")
 
+    @field_validator("notes")
+    @classmethod
+    def _redacted_notes(cls, value: list[str]) -> list[str]:
+        return [_clean(v) for v in value]
+
+    @field_validator("invalid_reason")
+    @classmethod
+    def _redacted_reason(cls, value: str | None) -> str | None:
+        return None if value is None else _clean(value)
+
+    @field_validator("judge_errors")
+    @classmethod
+    def _redacted_errors(cls, value: dict[str, str]) -> dict[str, str]:
+        return {k: _clean(v) for k, v in value.items()}
+
+    def finite(self) -> ScoreCard:
+        """Honest numbers only: the card with every NaN/inf value taken out, each with a note
+        (a per-case value makes the case invalid with its metric's missing value)."""
+        from evaluators.metrics import METRICS
+
+        notes: list[str] = []
+
+        def keep(where: str, values: dict[str, float]) -> dict[str, float]:
+            bad = {n: v for n, v in values.items() if not math.isfinite(v)}
+            notes.extend(f"{where}{n}={v} is not finite; dropped (rule: finite_metric)"
+                         for n, v in bad.items())
+            return {n: v for n, v in values.items() if n not in bad}
+
+        metrics = keep("", self.metrics)
+        groups = {g: keep(f"{g}: ", v) for g, v in self.groups.items()}
+        per_case = []
+        for c in self.per_case:
+            bad = sorted(n for n, v in c.values.items() if not math.isfinite(v))
+            if not bad:
+                per_case.append(c)
+                continue
+            values = {n: (METRICS.get(n).missing if n in bad and n in METRICS.names() else v)
+                      for n, v in c.values.items() if n not in bad or n in METRICS.names()}
+            reason = "; ".join(r for r in [c.reason, f"metric not finite ({', '.join(bad)}) "
+                                                     "(rule: finite_metric)"] if r)
+            per_case.append(CaseScore(case_id=c.case_id, valid=False, reason=reason,
+                                      values=values))
+        update: dict[str, object] = {}
+        for name in ("task_score", "coverage", "s1", "s2", "s3", "s4", "s5", "agentic",
+                     "overall"):
+            value = getattr(self, name)
+            if value is not None and not math.isfinite(value):
+                update[name] = None
+                notes.append(f"{name}={value} is not finite; dropped (rule: finite_metric)")
+        if not notes:
+            return self
+        return self.model_copy(update={**update, "metrics": metrics, "groups": groups,
+                                       "per_case": per_case, "notes": [*self.notes, *notes]})
+
     @property
     def stages(self) -> dict[str, float | None]:
         """S1–S5."""
@@ -131,6 +191,11 @@ class ScoreCard(Frozen):
         data["per_case"] = [{"case_id": c.case_id, "valid": c.valid, "reason": c.reason,
                              **c.values} for c in self.per_case]
         return data
+
+
+def _clean(text: str) -> str:
+    """``text`` through the one redaction rule (nothing to do for empty text)."""
+    return redact(text, secret_values()) if text else text
 
 
 def runs_store() -> Storage:
@@ -162,8 +227,8 @@ def read_run(run_id: str) -> RunRecord:
 def write_card(card: ScoreCard) -> str:
     """Store a run's score card under its evaluator version; returns the URL."""
     assert card.run_id is not None
-    return run_store(card.run_id).write_text(card_key(card.evaluator_version),
-                                             card.model_dump_json())
+    text = redact(card.finite().model_dump_json(), secret_values())
+    return run_store(card.run_id).write_text(card_key(card.evaluator_version), text)
 
 
 def read_card(run_id: str, evaluator_version: str) -> ScoreCard:

@@ -17,7 +17,7 @@ from typing import NamedTuple
 
 from fsspec.implementations.local import LocalFileSystem
 
-from evaluators.core import InputDataError, RunStatus
+from evaluators.core import InputDataError, InvalidSubmissionError, RunStatus
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import RunRow, ScoreRow
 from tasks_lib.records import (
@@ -99,6 +99,14 @@ def compute_card(run: RunRecord) -> ScoreCard:
         return kit_for(run.track).score(run, folder)
 
 
+def invalid_card(run: RunRecord, version: str, reason: str) -> ScoreCard:
+    """The card of a submission a kit refused as a whole (the agent's fault): no metrics, the
+    reason recorded, so the run still gets its score row."""
+    return ScoreCard(task_id=run.task_id, track=run.track, evaluator_version=version,
+                     pool_hash=run.pool_hash, run_id=run.run_id, task_score=None, metrics={},
+                     invalid_reason=reason)
+
+
 def score_row(card: ScoreCard, url: str) -> ScoreRow:
     """The ledger summary of a score card."""
     assert card.run_id is not None
@@ -121,8 +129,12 @@ def score_one(run_id: str) -> ScoreCard:
     version = evaluator_version(run)
     if store.score_exists(run_id, version) and run_store(run_id).exists(card_key(version)):
         return read_card(run_id, version)
-    card = compute_card(run).model_copy(update={"run_id": run_id,
-                                                 "agent_id": run.agent.agent_id})
+    try:
+        card = compute_card(run)
+    except InvalidSubmissionError as exc:  # a kit refused the whole submission
+        card = invalid_card(run, version, str(exc))
+    card = card.finite().model_copy(update={"run_id": run_id,
+                                            "agent_id": run.agent.agent_id})
     store.append_score(score_row(card, write_card(card)))
     return card
 

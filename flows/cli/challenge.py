@@ -8,6 +8,7 @@ import typer
 
 from evaluators.ranking import RankingInputError, round_half_up
 from flows.cli.groups import app, fail, user_errors
+from flows.cli.output import echo_json, json_text
 
 challenge_app = typer.Typer(no_args_is_help=True,
                             help="Challenge track (ReX-MLE): leaderboard ranking, grading, judge.")
@@ -21,16 +22,13 @@ def _pct(value: float) -> str:
 @user_errors(RankingInputError)
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the challenge cards with their ranked metrics."""
-    import json
-
     from tasks_lib.challenge.card import challenge_source, list_challenges, load_challenge
 
     cards = [load_challenge(c) for c in list_challenges()]
     kinds = {c.task_id: challenge_source(c).task_type.value for c in cards}
     if as_json:
-        typer.echo(json.dumps([{"challenge": c.task_id, "task_type": kinds[c.task_id],
-                                "metrics": c.metric_names, "gradable": c.gradable}
-                               for c in cards], indent=2))
+        echo_json([{"challenge": c.task_id, "task_type": kinds[c.task_id],
+                    "metrics": c.metric_names, "gradable": c.gradable} for c in cards])
         return
     for c in cards:
         graded = "gradable" if c.gradable else "rank-only"
@@ -52,7 +50,7 @@ def rank_cmd(
         raise fail("give exactly one of --metrics-json and --failed")
     report = rank_one(challenge, None if failed else parse_metrics_json(metrics_json))
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report)
         return
     typer.echo(f"{report.challenge}: N={report.n_competitors}")
     for name, pos in report.positions.items():
@@ -72,7 +70,7 @@ def benchmark_rank_cmd(
 
     report = rank_benchmark(read_results(results))
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report)
         return
     for r in report.challenges:
         mean = "failed" if r.mean_rank is None else f"{r.mean_rank:g}"
@@ -99,7 +97,7 @@ def judge_cmd(
     config = JudgeConfig(model=model or get_settings().judge_model, context_tokens=context_tokens)
     result = judge_trace(read_trace(trace), run_id=run_id, agent_id=agent, challenge=challenge,
                          config=config)
-    text = result.model_dump_json(indent=2)
+    text = json_text(result)
     if out is not None:
         out.write_text(text, encoding="utf-8")
     typer.echo(text)
@@ -115,8 +113,6 @@ def capability_cmd(
     by: str = typer.Option("agent", help="agent | challenge."),
 ) -> None:
     """Strategy rates per agent or per challenge over judged runs (prints JSON)."""
-    import json
-
     from pydantic import ValidationError
 
     from evaluators.judges.capability import GroupBy, RunCapability, aggregate
@@ -129,8 +125,7 @@ def capability_cmd(
             judged.append(RunCapability.model_validate_json(path.read_bytes()))
         except (OSError, ValidationError) as exc:
             raise fail(f"{path}: not a judged run: {exc}") from None
-    typer.echo(json.dumps([s.model_dump(mode="json") for s in aggregate(judged, GroupBy(by))],
-                          indent=2))
+    echo_json([s.model_dump(mode="json") for s in aggregate(judged, GroupBy(by))])
 
 
 @challenge_app.command("grade")
@@ -146,7 +141,7 @@ def grade_cmd(
 
     report = grade_and_rank(challenge, submission, reference)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report)
         return
     if report.invalid_reason:
         typer.echo(f"{report.challenge}: INVALID submission: {report.invalid_reason}")

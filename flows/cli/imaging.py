@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import typer
 
 from flows.cli.groups import app, build_app, location, score_app, user_errors
+from flows.cli.output import echo_json
+from tasks_lib.errors import InputDataError
 from tasks_lib.imaging.baselines import BaselineKind
 
 
@@ -31,7 +32,7 @@ def build_imaging(
 
     load_task(task)
     manifest = construct_imaging(task, location(out) if out else None)
-    typer.echo(json.dumps({"task_id": task, "manifest": manifest}, indent=2))
+    echo_json({"task_id": task, "manifest": manifest})
 
 
 @score_app.command("submission")
@@ -44,13 +45,20 @@ def score_submission_cmd(
 ) -> None:
     """Score one submission folder: stored as an upload run, scored by the score DAG."""
     from flows.score import score_submission
-    from tasks_lib.imaging.pool import load_task
+    from tasks_lib.imaging.pool import load_task, read_manifest
+    from tasks_lib.uploads import check_folder
 
-    load_task(task)
+    card_spec = load_task(task)
     url = pool_url(task, pool)
+    m = read_manifest(url)
+    if m.task_id != task or m.track != card_spec.track:
+        raise InputDataError(url, f"this is a pool of task {m.task_id!r} ({m.track.value}), "
+                                  f"not of {task!r}; pass that task's pool (or none for its "
+                                  "newest version)")
+    check_folder(Path(submission))  # a missing or symlinked folder: one error line, no flow
     card = score_submission(task, str(Path(submission).absolute()), url)
     if as_json:
-        typer.echo(json.dumps(card.public_json(), indent=2, sort_keys=True))
+        echo_json(card.public_json(), sort_keys=True)
         return
     ok = card.validation is not None and card.validation.ok
     typer.echo(f"{card.task_id}: run {card.run_id} task_score={card.task_score} s4={card.s4} "
@@ -71,5 +79,5 @@ def baseline_cmd(
 
     load_task(task)
     files = write_baseline(kind, pool_url(task, pool), out)
-    typer.echo(json.dumps({"task_id": task, "kind": kind.value, "submission": str(out.resolve()),
-                           "files": len(files)}, indent=2))
+    echo_json({"task_id": task, "kind": kind.value, "submission": str(out.resolve()),
+               "files": len(files)})

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from flows.cli.groups import app, fail, pool_app, split_list, user_errors
+from flows.cli.output import echo_json
 from tasks_lib.errors import InputDataError
 
 
@@ -31,11 +30,11 @@ def pool_rotate(
     except (InputDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     if as_json:
-        typer.echo(subset.model_dump_json(indent=2))
+        echo_json(subset)
         return
-    typer.echo(json.dumps({"subset_id": subset.subset_id, "version": subset.version,
-                           "content_hash": subset.content_hash, "n_items": subset.n_items,
-                           "url": subset.url}, indent=2))
+    echo_json({"subset_id": subset.subset_id, "version": subset.version,
+               "content_hash": subset.content_hash, "n_items": subset.n_items,
+               "url": subset.url})
 
 
 @app.command("deploy")
@@ -62,7 +61,7 @@ def deploy(
     if list_:
         infos = list_deployments()
         if as_json:
-            typer.echo(json.dumps([i.model_dump(mode="json") for i in infos], indent=2))
+            echo_json([i.model_dump(mode="json") for i in infos])
             return
         for i in infos:
             crons = ", ".join(f"{s.cron} {s.timezone} (next {s.next_run:%Y-%m-%d %H:%M})"
@@ -81,6 +80,6 @@ def rerun(
     from tasks_lib.ops import rerun_flow_run
 
     outcome = rerun_flow_run(flow_run_id, stage)
-    typer.echo(outcome.model_dump_json(indent=2))
+    echo_json(outcome)
     if outcome.state not in ("COMPLETED", "SCHEDULED"):
         raise typer.Exit(1)

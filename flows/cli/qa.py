@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from flows.cli.groups import (
@@ -17,6 +15,7 @@ from flows.cli.groups import (
     split_list,
     user_errors,
 )
+from flows.cli.output import json_text
 from tasks_lib.domain import SelectionRule, Track
 
 
@@ -42,13 +41,18 @@ def build_qa(
 ) -> None:
     """Build a hard multiple-choice QA pool (construct DAG); prints a JSON summary."""
     from flows.construct import construct_qa
+    from tasks_lib.qa.ingest import check_question_files
     from tasks_lib.qa.predictions import load_predictions
+    from tasks_lib.qa.replay_report import default_source
     from tasks_lib.taskspec import load_card
 
     for dataset in split_list(datasets) or []:
         load_card(Track.QA, dataset)
-    if predictions:
-        load_predictions(location(predictions), split_list(models))
+    # Refuse unusable inputs here, as one error line, before a flow starts.
+    check_question_files(split_list(datasets), location(source) if source else None)
+    load_predictions(location(predictions) if predictions else
+                     f"{location(source) if source else default_source()}/predictions/full.csv.gz",
+                     split_list(models))
 
     published = construct_qa(
         pool_id=pool_id, datasets=split_list(datasets), source=location(source) if source else None,
@@ -58,10 +62,11 @@ def build_qa(
         auto_approve=auto_approve, out=location(out) if out else None,
     )
     m = published.manifest
-    typer.echo(json.dumps({
+    typer.echo(json_text({
         "pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
         "manifest": f"{published.url}/manifest.json",
         "datasets": {ds: d.n_items for ds, d in m.datasets.items()},
+        "rejected": {ds: d.n_rejected for ds, d in m.datasets.items()},
     }, indent=2))
 
 
@@ -89,7 +94,7 @@ def qa_replay(
         typer.echo(f"note: groups with no scorable item: {', '.join(summary.unscored_groups)}",
                    err=True)
     if as_json:
-        typer.echo(json.dumps([r.model_dump() for r in summary.rows], indent=2))
+        typer.echo(json_text([r.model_dump() for r in summary.rows], indent=2))
         return
     for r in summary.rows:
         typer.echo(f"{r.dataset:14} {r.model:30} {r.method:16} n={r.n:5d} acc={r.accuracy:.3f}")
@@ -106,18 +111,38 @@ def execute_qa_cmd(
     replicates: int = typer.Option(1, min=1, help="Replicates per agent."),
     time_budget_s: int = typer.Option(None, min=1, help="Wall-time cap per run (default: the "
                                                         "dataset cards' budget)."),
+    max_cost_usd: float = typer.Option(
+        None, min=0, help="Cost cap per run in USD (price snapshot; cached calls count at their "
+        "original price). A run that reaches it ends 'partial'; re-run with more to resume."),
+    max_connections: int = typer.Option(
+        None, min=1, help="Concurrent requests per provider endpoint (default: the agent's "
+        "param, else MEDFLOWS_MAX_CONNECTIONS, 16)."),
+    rpm: int = typer.Option(None, min=1, help="Requests-per-minute cap per endpoint."),
+    tpm: int = typer.Option(None, min=1, help="Tokens-per-minute cap per endpoint."),
+    cache: bool = typer.Option(True, "--cache/--no-cache",
+                               help="Serve repeated model calls from the call cache."),
+    chunk_size: int = typer.Option(None, min=1, help="Items per execute task run (default: "
+                                                     "MEDFLOWS_EXECUTE_CHUNK, 100)."),
+    progress: bool = typer.Option(True, "--progress/--no-progress",
+                                  help="Show per-run progress on stderr."),
 ) -> None:
     """Run agents on a pool (execute DAG)."""
+    from flows.cli.progress import execution_progress
     from flows.execute import execute_qa
 
-    runs = execute_qa(pool=location(pool), agents=split_list(agents),
-                      replay=location(replay) if replay else None,
-                      replay_models=split_list(replay_models),
-                      replay_methods=split_list(replay_methods), replicates=replicates,
-                      time_budget_s=time_budget_s)
-    typer.echo(json.dumps([{"run_id": r.run_id, "agent_id": r.agent.agent_id,
+    with execution_progress(progress):
+        runs = execute_qa(pool=location(pool), agents=split_list(agents),
+                          replay=location(replay) if replay else None,
+                          replay_models=split_list(replay_models),
+                          replay_methods=split_list(replay_methods), replicates=replicates,
+                          time_budget_s=time_budget_s, max_cost_usd=max_cost_usd,
+                          max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache,
+                          chunk_size=chunk_size)
+    typer.echo(json_text([{"run_id": r.run_id, "agent_id": r.agent.agent_id,
                             "replicate": r.replicate, "status": r.status.value,
-                            "n_answered": r.n_answered, "cost_usd": r.cost_usd} for r in runs],
+                            "n_answered": r.n_answered, "cost_usd": r.cost_usd,
+                            "new_cost_usd": r.new_cost_usd, "cache_hits": r.cache_hits,
+                            "error": r.error} for r in runs],
                           indent=2))
 
 
@@ -128,7 +153,7 @@ def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
     from flows.score import score_qa
 
     cards = score_qa(pool=location(pool))
-    typer.echo(json.dumps([{"run_id": c.run_id, "agent_id": c.agent_id,
+    typer.echo(json_text([{"run_id": c.run_id, "agent_id": c.agent_id,
                             "task_score": c.task_score, "accuracy_macro": c.task_score}
                            for c in cards], indent=2))
 

@@ -9,6 +9,7 @@ from typing import Any
 import typer
 
 from flows.cli.groups import app, fail, split_list, user_errors
+from flows.cli.output import echo_json
 from tasks_lib.domain import Tier
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
@@ -37,7 +38,7 @@ def run_cell_cmd(
     report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
                       replicate=replicate, judge_model=judge_model)
     if as_json:
-        typer.echo(report.model_dump_json(indent=2))
+        echo_json(report)
         return
     typer.echo(f"{report.run_id} {report.status.value}: overall={report.overall} "
                f"agentic={report.agentic} task={report.task_score} stages={report.stages} "
@@ -74,7 +75,7 @@ def run_matrix_cmd(
                   tiers=tier_list, replicates=replicates, sandbox=sandbox.value,
                   judge_model=judge_model)
     if as_json:
-        typer.echo(result.model_dump_json(indent=2))
+        echo_json(result)
         return
     typer.echo(markdown(result.report))
     typer.echo(f"report: {result.report_json}")

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import json
-
 import typer
 
 from flows.cli.groups import location, report_app, runs_app, score_app, user_errors
+from flows.cli.output import echo_json, json_text
 from tasks_lib.errors import InputDataError
 
 
@@ -30,13 +29,15 @@ def score_run_cmd(
         card = read_card(run_id, evaluator_version)
     else:
         from flows.score import score_run
+        from tasks_lib.scoring import load_run
 
+        load_run(run_id)  # an unknown id is one error line, before any flow starts
         card = score_run(run_id)
     if as_json:
-        typer.echo(json.dumps(card.public_json(), indent=2, sort_keys=True))
+        echo_json(card.public_json(), sort_keys=True)
         return
     typer.echo(f"{run_id}: task_score={card.task_score} ({card.evaluator_version}) "
-               f"metrics={json.dumps(card.metrics, sort_keys=True)}")
+               f"metrics={json_text(card.metrics, indent=None, sort_keys=True)}")
 
 
 @runs_app.command("list")
@@ -59,7 +60,7 @@ def runs_list_cmd(
             "evaluator_version": latest[r.run_id].evaluator_version if r.run_id in latest
             else None} for r in rows]
     if as_json:
-        typer.echo(json.dumps(out, indent=2))
+        echo_json(out)
         return
     for o in out:
         typer.echo(f"{o['run_id']:24} {o['agent_id']:40} {o['task_id']:22} {o['tier']:8} "
@@ -88,7 +89,6 @@ def report_cmd(
     files = report(task_id=task, pool=pool_url, evaluator_version=evaluator_version)
     if as_json:
         rows = leaderboard(scored_runs(select_runs(None, task, pool_url), evaluator_version))
-        typer.echo(json.dumps({"files": files.model_dump(),
-                               "rows": [r.model_dump() for r in rows]}, indent=2))
+        echo_json({"files": files.model_dump(), "rows": [r.model_dump() for r in rows]})
         return
-    typer.echo(files.model_dump_json(indent=2))
+    echo_json(files)

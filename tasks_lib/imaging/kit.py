@@ -16,7 +16,7 @@ from evaluators.core import Track
 from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
 from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.imaging.render import Rendered, Renderer
-from tasks_lib.imaging.scoring import Assembly, per_case_rows, score_card
+from tasks_lib.imaging.scoring import Assembly, finite_values, per_case_rows, score_card
 from tasks_lib.imaging.submission import Inspector, measure_submission
 from tasks_lib.imaging.types import FrameRow, PoolManifest
 from tasks_lib.imaging.validation import Judged, judge_frame
@@ -31,7 +31,7 @@ CaseScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]],
 TaskScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]], dict[str, float]]
 """Dataset-level values (not means of per-case values), same arguments."""
 
-EVALUATOR_VERSION = "imaging-2"
+EVALUATOR_VERSION = "imaging-3"
 """Tag on every imaging score card; bump when a metric, rule or policy changes."""
 
 
@@ -95,9 +95,11 @@ class ImagingKit(TrackKit):
         task_names = [n for n in wanted if n in self.task_metrics]
         dask = card.policy.dask if use_dask is None else use_dask
         values = self.case_values(card, submission, pool_url, m, valid, case_names, dask)
-        per_case = per_case_rows(m, rows, values, case_names)
         task = self.task_scorer(submission, Storage(pool_url), m, valid, task_names)
-        assembly = Assembly(rows, per_case, task, validation, self.policy(card, per_case))
+        rows, values, task, notes = finite_values(m, rows, values, task)
+        per_case = per_case_rows(m, rows, values, case_names)
+        override, policy_notes = self.policy(card, per_case)
+        assembly = Assembly(rows, per_case, task, validation, (override, policy_notes + notes))
         return score_card(card, m, self.evaluator_version, assembly, run_id)
 
     def validate(self, rows: list[FrameRow], m: PoolManifest) -> Judged:

@@ -8,6 +8,9 @@ next version. Execute and score never build a pool: a missing one is the user's 
 from __future__ import annotations
 
 import hashlib
+import json
+
+from pydantic import ValidationError
 
 from evaluators.core import InputDataError, Track
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
@@ -102,4 +105,15 @@ def read_manifest(pool_url: str) -> PoolManifest:
     if not pool.exists(MANIFEST):
         raise InputDataError(pool.url(MANIFEST), "no pool here; build one with: medflows pool "
                                                  "build imaging --task TASK")
-    return PoolManifest.model_validate_json(pool.read_text(MANIFEST))
+    text = pool.read_text(MANIFEST)
+    try:
+        return PoolManifest.model_validate_json(text)
+    except ValidationError:
+        try:
+            data = json.loads(text)
+        except ValueError:
+            data = {}
+        found = data if isinstance(data, dict) else {}
+        raise InputDataError(pool.url(MANIFEST), "not an imaging pool: its manifest names "
+                             f"{found.get('pool_id') or found.get('task_id')!r} of track "
+                             f"{found.get('track')!r}") from None

@@ -29,6 +29,14 @@ from tasks_lib.imaging.types import FrameRow, PoolManifest
 from tasks_lib.records import CaseScore, ScoreCard, ValidationReport
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
+from tasks_lib.tracks.limits import SubmissionLimits
+
+
+def kit_limits(m: PoolManifest) -> SubmissionLimits:
+    """The inspection limits of the manifest's track kit (the same the measurement used)."""
+    from tasks_lib.imaging.kit import imaging_kit
+
+    return imaging_kit(m.track).limits
 
 
 def missing_values(names: list[str]) -> dict[str, float]:
@@ -57,9 +65,9 @@ def _ref_bytes(pool: Storage, key: str) -> bytes:
 def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
                        names: list[str]) -> dict[str, dict[str, float]]:
     """Per-case segmentation metrics computed in this process (see :mod:`sharding` for Dask)."""
-    out = {}
+    out, limits = {}, kit_limits(m)
     for case in (c for c in m.cases if c.case_id in valid):
-        pred = load_label_map(safe_read(sub, case.output))
+        pred = load_label_map(safe_read(sub, case.output, limits), case.output, case, limits)
         ref = codecs.nifti_array(codecs.nifti_load(_ref_bytes(pool, case.reference)))
         out[case.case_id] = seg_case(pred, ref, m.labels, case.spacing, names)
     return out
@@ -68,9 +76,9 @@ def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[st
 def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
                       names: list[str]) -> dict[str, dict[str, float]]:
     """Per-case image-quality metrics (psnr, ssim, lncc) against the full-dose reference."""
-    out = {}
+    out, limits = {}, kit_limits(m)
     for case in (c for c in m.cases if c.case_id in valid):
-        pred = load_image(safe_read(sub, case.output))
+        pred = load_image(safe_read(sub, case.output, limits), case.output, case, limits)
         ref = codecs.npy_load(_ref_bytes(pool, case.reference))
         out[case.case_id] = {n: float(METRICS.get(n)(pred, ref)) for n in names}
     return out
@@ -79,11 +87,11 @@ def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str
 def detection_sets(sub: Path, pool: Storage, m: PoolManifest,
                    valid: list[str]) -> tuple[list[Boxes], list[Boxes]]:
     """Aligned detections (empty for invalid images) and references."""
-    preds, refs = [], []
+    preds, refs, limits = [], [], kit_limits(m)
     for case in m.cases:
         refs.append(Boxes.model_validate_json(_ref_bytes(pool, case.reference)))
         if case.case_id in valid:
-            obj = parse_boxes(safe_read(sub, case.output))
+            obj = parse_boxes(safe_read(sub, case.output, limits), case.output, case, limits)
             preds.append(Boxes(boxes=obj["boxes"], labels=obj["labels"], scores=obj["scores"]))
         else:
             preds.append(Boxes(boxes=[], labels=[], scores=[]))
@@ -110,7 +118,7 @@ def _texts(sub: Path, pool: Storage, m: PoolManifest, valid: list[str], key: str
            value: str) -> list[tuple[str, str, str]]:
     if not valid:
         return []
-    pairs = dict(read_text_table(sub, m.cases[0].output, key, value))
+    pairs = dict(read_text_table(sub, m.cases[0].output, key, value, kit_limits(m)))
     return [(c.case_id, pairs[c.case_id], _ref_bytes(pool, c.reference).decode())
             for c in m.cases if c.case_id in valid]
 
@@ -143,15 +151,49 @@ def report_task_metrics(sub: Path, pool: Storage, m: PoolManifest, valid: list[s
             "finding_f1_micro": micro.f1}
 
 
+def finite_values(m: PoolManifest, rows: list[FrameRow], values: dict[str, dict[str, float]],
+                  task: dict[str, float]
+                  ) -> tuple[list[FrameRow], dict[str, dict[str, float]], dict[str, float],
+                             list[str]]:
+    """Honest numbers only: a case whose metric came out NaN or infinite (e.g. an image of
+    finite but huge values) is invalid with a reason naming its file and the rule, and a
+    dataset-level value that is not finite becomes the metric's missing value with a note.
+
+    Returns:
+        ``(rows, per-case values, task values, notes)`` with every value finite.
+    """
+    outputs = {c.case_id: c.output for c in m.cases}
+    bad = {cid: sorted(n for n, v in vals.items() if not np.isfinite(v))
+           for cid, vals in values.items()}
+    bad = {cid: names for cid, names in bad.items() if names}
+    out_rows = []
+    for r in rows:
+        if r.expected and r.case_id in bad:
+            shown = ", ".join(f"{n}={values[r.case_id][n]}" for n in bad[r.case_id])
+            r = r.model_copy(update={"failed": [*r.failed, f"{outputs[r.case_id]}: metric "
+                                                f"not finite ({shown}) (rule: finite_metric)"]})
+        out_rows.append(r)
+    kept = {cid: vals for cid, vals in values.items() if cid not in bad}
+    notes = [f"dataset metric {n}={v} is not finite; recorded as its missing value "
+             f"{METRICS.get(n).missing} (rule: finite_metric)"
+             for n, v in task.items() if not np.isfinite(v)]
+    task = {n: (v if np.isfinite(v) else METRICS.get(n).missing) for n, v in task.items()}
+    return out_rows, kept, task, notes
+
+
 def per_case_rows(m: PoolManifest, rows: list[FrameRow], values: dict[str, dict[str, float]],
                   names: list[str]) -> list[CaseScore]:
-    """One :class:`CaseScore` per expected case, missing values for invalid ones."""
+    """One :class:`CaseScore` per expected case, missing values for invalid ones; each suite
+    rule a case broke is prefixed with the case's file."""
     by_id = {r.case_id: r for r in rows if r.expected}
     out = []
     for c in m.cases:
         row = by_id[c.case_id]
         got = values.get(c.case_id)
-        out.append(CaseScore(case_id=c.case_id, valid=got is not None, reason=row.reason,
+        reasons = [row.note, *(f if f.startswith(f"{c.output}:") else f"{c.output}: {f}"
+                               for f in row.failed)]
+        out.append(CaseScore(case_id=c.case_id, valid=got is not None,
+                             reason="; ".join(r for r in reasons if r),
                              values=got if got is not None else missing_values(names)))
     return out
 

@@ -69,10 +69,14 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: li
     scratch = Storage.from_settings()
     cases = [c for c in m.cases if c.case_id in valid]
     jobs = []
+    from tasks_lib.imaging.scoring import kit_limits
+
+    limits = kit_limits(m)
     for c in cases:
-        data = safe_read(sub, c.output)
+        data = safe_read(sub, c.output, limits)
         key = f"scratch/zarr/{hashlib.sha256(data).hexdigest()[:20]}.zarr"
-        pred_url = to_zarr(scratch.url(key), np.asarray(load_label_map(data)))
+        pred_url = to_zarr(scratch.url(key), np.asarray(load_label_map(data, c.output, c,
+                                                                       limits)))
         ref_key = f"private/zarr/{c.case_id}.zarr"
         if not pool.exists(ref_key):
             stage_references(pool_url, m)

@@ -11,7 +11,7 @@ nothing here judges them, and nothing here raises on a bad submission.
 
 from __future__ import annotations
 
-import json
+import io
 import math
 import os
 import zlib
@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Sequence
 from pathlib import Path, PurePosixPath
 from typing import Any
 
+import nibabel as nib
 import numpy as np
 from nibabel.filebasedimages import ImageFileError
 from nibabel.spatialimages import HeaderDataError
@@ -29,41 +30,59 @@ from numpy.typing import NDArray
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.types import CaseEntry, FrameRow, PoolManifest
+from tasks_lib.tracks.limits import (
+    DEFAULT_LIMITS,
+    SubmissionLimits,
+    csv_table,
+    display_name,
+    iter_gunzip,
+    loads_json,
+    read_capped,
+    utf8_name,
+    violation,
+)
 
-MAX_FILE_BYTES = 256 * 1024 * 1024
+MAX_FILE_BYTES = DEFAULT_LIMITS.max_file_bytes
 MAX_LABELS_SHOWN = 32
+NIFTI_HEADER_BYTES = 348
 Columns = dict[str, Any]
 """Measurement columns of one row (``FrameRow`` field → value)."""
 
 
-def safe_read(root: Path, name: str) -> bytes:
-    """Bytes of ``root/name``; :class:`InvalidSubmissionError` if missing or escaping the folder."""
+def safe_read(root: Path, name: str, limits: SubmissionLimits = DEFAULT_LIMITS,
+              cap: int | None = None) -> bytes:
+    """Bytes of ``root/name``; :class:`InvalidSubmissionError` if escaping the folder, a symlink,
+    not a regular file or larger than ``limits.max_file_bytes`` (or ``cap``; never read past
+    it); ``FileNotFoundError`` if missing."""
     rel = PurePosixPath(name)
     if rel.is_absolute() or ".." in rel.parts or "\\" in name or not rel.parts:
-        raise InvalidSubmissionError(f"file name {name!r} escapes the submission folder")
+        raise InvalidSubmissionError(f"file name {name!r} escapes the submission folder "
+                                     "(rule: files_safe)")
     path = root
     for part in rel.parts:
         path = path / part
         if path.is_symlink():
-            raise InvalidSubmissionError(f"{name}: symlinks are not allowed")
+            raise InvalidSubmissionError(f"{name}: symlinks are not allowed (rule: files_safe)")
     if not path.exists():
         raise FileNotFoundError(name)
     if not path.is_file():
-        raise InvalidSubmissionError(f"{name}: not a regular file")
+        raise InvalidSubmissionError(f"{name}: not a regular file (rule: files_safe)")
     if not path.resolve().is_relative_to(root.resolve()):
-        raise InvalidSubmissionError(f"{name}: resolves outside the submission folder")
-    if path.stat().st_size > MAX_FILE_BYTES:
-        raise InvalidSubmissionError(f"{name}: larger than {MAX_FILE_BYTES} bytes")
-    return path.read_bytes()
+        raise InvalidSubmissionError(f"{name}: resolves outside the submission folder "
+                                     "(rule: files_safe)")
+    cap = limits.max_file_bytes if cap is None else min(cap, limits.max_file_bytes)
+    if path.stat().st_size > cap:
+        raise violation(name, "file_size", f"larger than {cap} bytes")
+    return read_capped(path, name, cap)
 
 
 def _missing(case: CaseEntry, note: str = "missing") -> FrameRow:
     return FrameRow(case_id=case.case_id, expected=True, present=False, note=note)
 
 
-def _fetch(root: Path, case: CaseEntry) -> bytes | FrameRow:
+def _fetch(root: Path, case: CaseEntry, limits: SubmissionLimits) -> bytes | FrameRow:
     try:
-        return safe_read(root, case.output)
+        return safe_read(root, case.output, limits)
     except FileNotFoundError:
         return _missing(case)
     except InvalidSubmissionError as exc:
@@ -107,39 +126,124 @@ def label_columns(arr: NDArray[Any], allowed: Collection[int]) -> Columns:
             "n_unexpected_labels": int(unexpected.sum())}
 
 
-def load_label_map(data: bytes) -> NDArray[Any]:
-    """Parse a NIfTI label map; :class:`InvalidSubmissionError` if corrupt or truncated."""
+def check_declared(name: str, shape: Sequence[int], itemsize: int, case: CaseEntry | None,
+                   limits: SubmissionLimits) -> None:
+    """Refuse an array whose *header* declares more than the case's grid allows (before any
+    allocation): more than ``grid_factor`` × the manifest grid's elements, or more than
+    ``max_array_bytes``."""
+    dims = [int(n) for n in shape]
+    if any(n < 0 for n in dims):
+        raise violation(name, "array_size", f"header declares a negative dimension {dims}")
+    elements = math.prod(dims)
+    if case is not None and case.shape:
+        grid = math.prod(case.shape)
+        if elements > grid * limits.grid_factor:
+            raise violation(name, "array_size", f"header declares a {shape_text(dims)} array "
+                            f"({elements} elements); the case's grid is {shape_text(case.shape)}"
+                            f" (at most {limits.grid_factor}x its {grid} elements)")
+    if elements * itemsize > limits.max_array_bytes:
+        raise violation(name, "array_size", f"header declares {elements * itemsize} bytes of "
+                                            f"data (limit {limits.max_array_bytes})")
+
+
+def _nifti_raw(data: bytes, name: str, case: CaseEntry | None,
+               limits: SubmissionLimits) -> bytes:
+    """The uncompressed NIfTI bytes, the header checked against the grid before the data is
+    inflated (a gzip bomb stops at the declared size)."""
+    gz = data[:2] == b"\x1f\x8b"
+    chunks = (iter_gunzip(data, name, limits.max_decompressed_bytes, label="unreadable NIfTI: ")
+              if gz else iter([data]))
+    head = bytearray()
+    for chunk in chunks:
+        head += chunk
+        if len(head) >= NIFTI_HEADER_BYTES:
+            break
+    hdr = nib.Nifti1Header.from_fileobj(io.BytesIO(bytes(head)))  # type: ignore[no-untyped-call]
+    shape = hdr.get_data_shape()
+    itemsize = hdr.get_data_dtype().itemsize
+    check_declared(name, shape, itemsize, case, limits)
+    offset = int(hdr.get_data_offset())
+    if offset > limits.max_header_bytes:
+        raise violation(name, "nifti_format", f"unreadable NIfTI: data offset {offset} is past "
+                                              f"the {limits.max_header_bytes} bytes a header "
+                                              "and its extensions may take")
+    declared = offset + math.prod(int(n) for n in shape) * itemsize
+    cap = declared + 64 * 1024
+    for chunk in chunks:
+        head += chunk
+        if len(head) > cap:
+            raise violation(name, "decompressed_size", f"inflates past the {declared} bytes "
+                                                       "its header declares")
+    return bytes(head)
+
+
+def load_label_map(data: bytes, name: str = "NIfTI", case: CaseEntry | None = None,
+                   limits: SubmissionLimits = DEFAULT_LIMITS) -> NDArray[Any]:
+    """Parse a NIfTI label map within ``limits`` (the header's declared size is checked against
+    the case's grid first); :class:`InvalidSubmissionError` if corrupt, truncated or too big."""
     try:
-        return codecs.nifti_array(codecs.nifti_load(data))
+        raw = _nifti_raw(data, name, case, limits)
+        return codecs.nifti_array(nib.Nifti1Image.from_bytes(raw))
     except (OSError, EOFError, ValueError, zlib.error, ImageFileError, WrapStructError,
             HeaderDataError) as exc:
-        raise InvalidSubmissionError(f"unreadable NIfTI: {type(exc).__name__}: {exc}") from None
+        if isinstance(exc, InvalidSubmissionError):
+            raise
+        raise violation(name, "nifti_format", f"unreadable NIfTI: {type(exc).__name__}: "
+                                              f"{exc}") from None
 
 
-def load_image(data: bytes) -> NDArray[Any]:
-    """Parse an NPY image; :class:`InvalidSubmissionError` if corrupt."""
+def load_image(data: bytes, name: str = "NPY", case: CaseEntry | None = None,
+               limits: SubmissionLimits = DEFAULT_LIMITS) -> NDArray[Any]:
+    """Parse an NPY image within ``limits`` (header checked before the array is allocated;
+    pickles refused); :class:`InvalidSubmissionError` if not NPY, corrupt or too big."""
+    f = io.BytesIO(data)
+    try:
+        version = np.lib.format.read_magic(f)
+    except ValueError:
+        raise violation(name, "npy_format", "not an NPY file (no NPY magic string)") from None
+    try:
+        if version == (1, 0):
+            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+        elif version == (2, 0):
+            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+        else:
+            raise violation(name, "npy_format", f"unsupported NPY version {version}")
+    except (ValueError, SyntaxError, TypeError) as exc:
+        if isinstance(exc, InvalidSubmissionError):
+            raise
+        raise violation(name, "npy_format", f"unreadable NPY header: {exc}") from None
+    if dtype.hasobject:
+        raise violation(name, "npy_format", "an object array (pickled data) is not allowed")
+    check_declared(name, shape, dtype.itemsize, case, limits)
+    need = math.prod(int(n) for n in shape) * dtype.itemsize
+    if len(data) - f.tell() < need:
+        raise violation(name, "npy_format", f"truncated: its header declares {need} bytes of "
+                                            f"data, it holds {len(data) - f.tell()}")
     try:
         return codecs.npy_load(data)
     except (OSError, EOFError, ValueError) as exc:
-        raise InvalidSubmissionError(f"unreadable NPY: {type(exc).__name__}: {exc}") from None
+        raise violation(name, "npy_format", f"unreadable NPY: {type(exc).__name__}: "
+                                            f"{exc}") from None
 
 
 Measure = Callable[[CaseEntry, Any], Columns]
 """Measurement columns of one parsed output."""
+Loader = Callable[[bytes, str, CaseEntry, SubmissionLimits], Any]
+"""``(bytes, file name, case, limits) → parsed output`` (raises InvalidSubmissionError)."""
 
 
-def _measure_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
-                   measure: Measure) -> list[FrameRow]:
+def _measure_cases(root: Path, m: PoolManifest, load: Loader, measure: Measure,
+                   limits: SubmissionLimits) -> list[FrameRow]:
     """One row per expected case: missing/unsafe/unreadable files get a note, the rest
     ``measure``'s columns."""
     rows = []
     for case in m.cases:
-        got = _fetch(root, case)
+        got = _fetch(root, case, limits)
         if isinstance(got, FrameRow):
             rows.append(got)
             continue
         try:
-            obj = load(got)
+            obj = load(got, case.output, case, limits)
         except InvalidSubmissionError as exc:
             rows.append(FrameRow(case_id=case.case_id, expected=True, present=True,
                                  note=str(exc)))
@@ -149,33 +253,35 @@ def _measure_cases(root: Path, m: PoolManifest, load: Callable[[bytes], Any],
     return rows
 
 
-def measure_segmentation(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_segmentation(root: Path, m: PoolManifest,
+                         limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     allowed = {0, *m.labels}
 
     def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
         return {**array_columns(arr), **label_columns(arr, allowed),
                 "expected_shape": shape_text(case.shape)}
 
-    return _measure_cases(root, m, load_label_map, measure)
+    return _measure_cases(root, m, load_label_map, measure, limits)
 
 
-def measure_enhancement(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_enhancement(root: Path, m: PoolManifest,
+                        limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     def measure(case: CaseEntry, arr: NDArray[Any]) -> Columns:
         return {**array_columns(arr), "expected_shape": shape_text(case.shape)}
 
-    return _measure_cases(root, m, load_image, measure)
+    return _measure_cases(root, m, load_image, measure, limits)
 
 
-def parse_boxes(data: bytes) -> dict[str, list[Any]]:
-    """Parse one detection JSON: an object with lists ``boxes``, ``scores``, ``labels``
-    (structure only; the suite judges their contents)."""
-    try:
-        obj = json.loads(data.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise InvalidSubmissionError(f"unreadable JSON: {exc}") from None
+def parse_boxes(data: bytes, name: str = "JSON", case: CaseEntry | None = None,
+                limits: SubmissionLimits = DEFAULT_LIMITS) -> dict[str, list[Any]]:
+    """Parse one detection JSON within ``limits`` (size, depth, number magnitude, list length):
+    an object with lists ``boxes``, ``scores``, ``labels`` (structure only; the suite judges
+    their contents)."""
+    obj = loads_json(data, name, limits)
     if not isinstance(obj, dict) or not all(
             isinstance(obj.get(k), list) for k in ("boxes", "scores", "labels")):
-        raise InvalidSubmissionError("JSON must be an object with lists boxes, scores, labels")
+        raise violation(name, "detection_layout",
+                        "JSON must be an object with lists boxes, scores, labels")
     return obj
 
 
@@ -209,32 +315,31 @@ def box_columns(obj: dict[str, list[Any]], classes: Collection[int]) -> Columns:
     return cols
 
 
-def measure_detection(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_detection(root: Path, m: PoolManifest,
+                      limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     classes = set(m.classes)
 
     def measure(case: CaseEntry, obj: dict[str, list[Any]]) -> Columns:
         h, w = case.shape
         return {**box_columns(obj, classes), "image_width": w, "image_height": h}
 
-    return _measure_cases(root, m, parse_boxes, measure)
+    return _measure_cases(root, m, parse_boxes, measure, limits)
 
 
-def read_text_table(root: Path, name: str, key: str, value: str) -> list[tuple[str, str]]:
-    """``(key, value)`` pairs of a UTF-8 CSV with the given columns."""
-    data = safe_read(root, name)
-    try:
-        table = codecs.csv_rows(data)
-    except UnicodeDecodeError:
-        raise InvalidSubmissionError(f"{name}: not UTF-8 text") from None
+def read_text_table(root: Path, name: str, key: str, value: str,
+                    limits: SubmissionLimits = DEFAULT_LIMITS) -> list[tuple[str, str]]:
+    """``(key, value)`` pairs of a UTF-8 CSV with the given columns (within ``limits``)."""
+    table = csv_table(safe_read(root, name, limits, limits.max_table_bytes), name, limits)
     if table and not {key, value} <= set(table[0]):
-        raise InvalidSubmissionError(f"{name}: needs columns {key!r} and {value!r}")
+        raise violation(name, "csv_columns", f"needs columns {key!r} and {value!r}")
     return [(r[key] or "", r[value] or "") for r in table]
 
 
-def _measure_table(root: Path, m: PoolManifest, key: str, value: str) -> list[FrameRow]:
+def _measure_table(root: Path, m: PoolManifest, key: str, value: str,
+                   limits: SubmissionLimits) -> list[FrameRow]:
     name = m.cases[0].output
     try:
-        pairs = read_text_table(root, name, key, value)
+        pairs = read_text_table(root, name, key, value, limits)
     except FileNotFoundError:
         return [_missing(c) for c in m.cases]
     except InvalidSubmissionError as exc:
@@ -245,47 +350,86 @@ def _measure_table(root: Path, m: PoolManifest, key: str, value: str) -> list[Fr
     rows = []
     for c in m.cases:
         if c.case_id not in answers:
-            rows.append(_missing(c, f"no row in {name}"))
+            rows.append(_missing(c, f"no row in {name} (rule: all_present)"))
             continue
         unique = counts[c.case_id] == 1
         rows.append(FrameRow(case_id=c.case_id, expected=True, present=True, readable=True,
-                             unique=unique, note="" if unique else "duplicate rows",
+                             unique=unique,
+                             note="" if unique else f"{name}: {counts[c.case_id]} rows for "
+                                                    f"{c.case_id} (rule: one_row_per_case)",
                              text_length=len(answers[c.case_id].strip())))
     known = {c.case_id for c in m.cases}
+    extra = sorted(set(counts) - known)
     rows += [FrameRow(case_id=k, expected=False, present=True, readable=True,
-                      note=f"unexpected row {k!r} in {name}")
-             for k in sorted(set(counts) - known)]
+                      note=f"unexpected row {k[:80]!r} in {name}")
+             for k in extra[:limits.max_entries]]
+    if len(extra) > limits.max_entries:
+        rows.append(FrameRow(case_id=f"{name}: more rows", expected=False, present=True,
+                             readable=True, note=f"{name}: {len(extra) - limits.max_entries} "
+                             "more unexpected rows not listed (rule: row_count)"))
     return rows
 
 
-Inspector = Callable[[Path, PoolManifest], list[FrameRow]]
-"""A track kit's measurer: ``(submission folder, manifest) → measurement rows``."""
+Inspector = Callable[[Path, PoolManifest, SubmissionLimits], list[FrameRow]]
+"""A track kit's measurer: ``(submission folder, manifest, limits) → measurement rows``."""
 
 
-def measure_answers(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_answers(root: Path, m: PoolManifest,
+                    limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     """Measurements of a VQA answers table (``question_id,answer``)."""
-    return _measure_table(root, m, "question_id", "answer")
+    return _measure_table(root, m, "question_id", "answer", limits)
 
 
-def measure_reports(root: Path, m: PoolManifest) -> list[FrameRow]:
+def measure_reports(root: Path, m: PoolManifest,
+                    limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     """Measurements of a reports table (``case_id,report``)."""
-    return _measure_table(root, m, "case_id", "report")
+    return _measure_table(root, m, "case_id", "report", limits)
 
 
-def extra_entries(root: Path, m: PoolManifest) -> list[FrameRow]:
-    """Rows for top-level entries the task does not ask for (never opened)."""
+def _extra_row(name: str, symlink: bool) -> FrameRow:
+    shown = display_name(name)
+    if not utf8_name(name):
+        return FrameRow(case_id=shown, expected=False, present=True, readable=True, safe=False,
+                        note=f"{shown}: file name is not UTF-8 (rule: file_name_utf8)")
+    return FrameRow(case_id=shown, expected=False, present=True, readable=True,
+                    safe=not symlink,
+                    note=f"unexpected {'symlink' if symlink else 'entry'} {shown!r}")
+
+
+def extra_entries(root: Path, m: PoolManifest,
+                  limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
+    """Rows for top-level entries the task does not ask for (never opened); at most
+    ``limits.max_entries`` are listed, one more row says how many were not."""
     wanted = {c.output for c in m.cases}
-    return [FrameRow(case_id=e.name, expected=False, present=True, readable=True,
-                     safe=not e.is_symlink(),
-                     note=f"unexpected {'symlink' if e.is_symlink() else 'entry'} {e.name!r}")
-            for e in sorted(os.scandir(root), key=lambda e: e.name) if e.name not in wanted]
+    names: list[tuple[str, bool]] = []
+    more = 0
+    with os.scandir(root) as it:
+        for e in it:
+            if e.name in wanted:
+                continue
+            if len(names) < limits.max_entries:
+                names.append((e.name, e.is_symlink()))
+            else:
+                more += 1
+    rows = [_extra_row(n, link) for n, link in sorted(names, key=lambda t: display_name(t[0]))]
+    if more:
+        rows.append(FrameRow(case_id="(more entries)", expected=False, present=True,
+                             readable=True, note=f"{more} more unexpected entries not listed: "
+                             f"more than {limits.max_entries} (rule: file_count)"))
+    return rows
 
 
 def measure_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
-    """The measurement frame of a submission folder, not yet judged (a missing folder → every
-    case missing). Pass it to :func:`tasks_lib.imaging.validation.judge_frame`."""
-    if root.is_symlink() or not root.is_dir():
+    """The measurement frame of a submission folder, not yet judged, within the track kit's
+    limits (a missing folder → every case missing; a symlinked folder is refused). Pass it to
+    :func:`tasks_lib.imaging.validation.judge_frame`."""
+    if root.is_symlink():
+        return [FrameRow(case_id=c.case_id, expected=True, present=True, safe=False,
+                         note="the submission folder is a symlink (refused; rule: files_safe)")
+                for c in m.cases]
+    if not root.is_dir():
         return [_missing(c, "submission folder missing") for c in m.cases]
     from tasks_lib.imaging.kit import imaging_kit
 
-    return imaging_kit(m.track).measure(root, m) + extra_entries(root, m)
+    kit = imaging_kit(m.track)
+    return kit.measure(root, m, kit.limits) + extra_entries(root, m, kit.limits)

@@ -14,6 +14,7 @@ from pathlib import Path
 from evaluators.core import InputDataError, Registry, Track
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
+from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 
 class TrackKit(ABC):
@@ -29,6 +30,9 @@ class TrackKit(ABC):
             validates structurally, e.g. QA answers).
         baseline_kinds: Baseline submissions the kit can write (``perfect``, ``empty``,
             ``constant``, …) for golden tests.
+        limits: What inspecting one submission may cost (file and decompressed sizes, JSON
+            depth and numbers, entries); every reader of a submitted file checks them before
+            it allocates (:mod:`tasks_lib.tracks.limits`).
     """
 
     track: Track
@@ -36,6 +40,7 @@ class TrackKit(ABC):
     supported_metrics: tuple[str, ...]
     suite: str | None = None
     baseline_kinds: tuple[str, ...] = ()
+    limits: SubmissionLimits = DEFAULT_LIMITS
 
     def check_card(self, card: TaskSpec) -> None:
         """Fail with the card and the known metrics if the card asks for one this kit lacks."""

@@ -28,7 +28,7 @@ class ChallengeKit(TrackKit):
         card = load_challenge(run.task_id)
         reference = Path(run.pool_url.removeprefix("file://")) / "private"
         try:
-            metrics, _ = grade_submission(card, submission, reference)
+            metrics, _ = grade_submission(card, submission, reference, self.limits)
             invalid = None
         except InvalidSubmissionError as exc:
             metrics, invalid = {}, str(exc)

@@ -7,11 +7,15 @@ references. A QA pool spans several dataset cards; every metric any of them list
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
+from typing import NamedTuple
 
-from evaluators.core import Track
+from pydantic import ValidationError
+
+from evaluators.core import InvalidSubmissionError, Track
 from evaluators.qa import answered, exact_match
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.runner import QAAnswer
@@ -20,13 +24,79 @@ from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import load_card
 from tasks_lib.tracks.base import KITS, TrackKit
+from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, loads_json, violation
 
 ANSWERS = "answers.jsonl"
 
 
-def read_answers(submission: Path) -> list[QAAnswer]:
-    """The answer lines of a QA submission folder (the first answer per item counts)."""
-    return [QAAnswer.model_validate(r) for r in Storage(str(submission)).read_jsonl(ANSWERS)]
+class AnswerLines(NamedTuple):
+    """The parsed lines of ``answers.jsonl`` and the refused ones."""
+
+    answers: list[QAAnswer]
+    bad: dict[str, str]
+    """Item key (``dataset/realidx``, when the line names one) → why its line was refused."""
+    unattributed: list[str]
+    """Reasons of refused lines that name no item."""
+
+
+_FIELD = {name: re.compile(rb'"' + name.encode() + rb'"\s*:\s*"?([^",}\s\\]{1,200})')
+          for name in ("dataset", "realidx")}
+
+
+def _item_key(line: bytes) -> str | None:
+    """``dataset/realidx`` a refused line names, read from its raw text (it may not parse)."""
+    found = [_FIELD[n].search(line) for n in ("dataset", "realidx")]
+    if not all(found):
+        return None
+    return "/".join(m.group(1).decode("utf-8", "replace") for m in found if m)
+
+
+def read_answers(submission: Path, limits: SubmissionLimits = DEFAULT_LIMITS) -> AnswerLines:
+    """The answer lines of a QA submission folder, read within ``limits`` (streamed: file size,
+    line length, JSON depth and numbers); a line that breaks a limit or the answer schema is
+    refused with a reason naming the file, line and rule. A missing file has no answers."""
+    path = submission / ANSWERS
+    answers: list[QAAnswer] = []
+    bad: dict[str, str] = {}
+    loose: list[str] = []
+    if path.is_symlink() or not path.is_file():
+        if path.is_symlink() or path.exists():
+            loose.append(f"{ANSWERS}: not a regular file (rule: files_safe)")
+        return AnswerLines(answers, bad, loose)
+    if path.stat().st_size > limits.max_table_bytes:
+        loose.append(str(violation(ANSWERS, "table_size",
+                                   f"larger than {limits.max_table_bytes} bytes")))
+        return AnswerLines(answers, bad, loose)
+    with path.open("rb") as f:
+        for n, line in enumerate(iter(lambda: f.readline(limits.max_line_chars + 1), b""), 1):
+            where = f"{ANSWERS} line {n}"
+            if len(line) > limits.max_line_chars:
+                _refuse(line, str(violation(where, "line_length", f"longer than "
+                                            f"{limits.max_line_chars} bytes")), bad, loose)
+                rest = line  # skip the remainder of the long line in bounded pieces
+                while rest and not rest.endswith(b"\n"):
+                    rest = f.readline(limits.max_line_chars)
+                continue
+            if not line.strip():
+                continue
+            try:
+                answers.append(QAAnswer.model_validate(loads_json(line, where, limits)))
+            except InvalidSubmissionError as exc:
+                _refuse(line, str(exc), bad, loose)
+            except ValidationError as exc:
+                first = exc.errors()[0]
+                field = ".".join(str(p) for p in first["loc"]) or "line"
+                _refuse(line, str(violation(where, "answer_schema",
+                                            f"{field}: {first['msg']}")), bad, loose)
+    return AnswerLines(answers, bad, loose)
+
+
+def _refuse(line: bytes, reason: str, bad: dict[str, str], loose: list[str]) -> None:
+    key = _item_key(line)
+    if key is None:
+        loose.append(reason)
+    else:
+        bad.setdefault(key, reason)
 
 
 class QAKit(TrackKit):
@@ -47,7 +117,8 @@ class QAKit(TrackKit):
         options = {f"{it.dataset}/{it.realidx}": it.options for it in pool.items}
         first: dict[str, QAAnswer] = {}
         ignored, errors = 0, dict[str, str]()
-        for a in read_answers(submission):
+        lines = read_answers(submission, self.limits)
+        for a in lines.answers:
             if a.key not in pool.references:
                 ignored += 1
             elif a.error is not None:  # the provider failed: unanswered, with its reason
@@ -61,7 +132,7 @@ class QAKit(TrackKit):
             values = {"exact_match": exact_match(answer, ref.answer_idx),
                       "answered": answered(answer, options[key])}
             values = {n: values[n] for n in names}
-            reason = "" if got is not None else errors.get(key, "no answer")
+            reason = "" if got is not None else lines.bad.get(key) or errors.get(key, "no answer")
             per_case.append(CaseScore(case_id=key, valid=got is not None, reason=reason,
                                       values=values))
             by_ds[ref.dataset].append(values)
@@ -72,6 +143,11 @@ class QAKit(TrackKit):
         notes = [f"{ignored} answer lines name items not in the pool (ignored)"] if ignored else []
         failed = len(set(errors) - set(first))
         notes += [f"{failed} items unanswered: the provider call failed"] if failed else []
+        loose = lines.unattributed + [r for k, r in lines.bad.items()
+                                      if k not in pool.references]
+        notes += loose[:20]
+        if len(loose) > 20:
+            notes.append(f"… and {len(loose) - 20} more refused lines")
         return ScoreCard(
             task_id=run.task_id, track=self.track, evaluator_version=self.evaluator_version,
             pool_hash=run.pool_hash, run_id=run.run_id, primary_metric=names[0],

@@ -238,7 +238,8 @@ def test_closed_gates_carry_the_note_not_the_rules(tmp_path: Path) -> None:
     judged = judge_files(m, {"good.npy": _image(IMG), "bad.npy": lambda p: p.write_bytes(b"x")},
                          tmp_path)
     bad = next(r for r in judged.rows if r.case_id == "bad")
-    assert not bad.valid and bad.reason.startswith("unreadable NPY") and not bad.failed
+    assert not bad.valid and not bad.failed
+    assert bad.reason == "bad.npy: not an NPY file (no NPY magic string) (rule: npy_format)"
     assert [f.rule for f in judged.report.failures] == ["all_readable"]
 
 
