@@ -1,24 +1,29 @@
 """How close does live QA execution get to the provider's limit? Reference: max_connections / L.
 
-Starts the test suite's OpenAI-compatible server (``tests/support/openai_server.py``) in a thread
-on 127.0.0.1 with a fixed latency L = 0.25 s per call, then runs the zero_shot method through the
-real litellm path on ``N_ITEMS`` synthetic items twice, with the call cache off:
+Starts the test suite's OpenAI-compatible server (``tests/support/openai_server.py``) in its own
+process (as a provider is: it must not share this process's interpreter lock) on 127.0.0.1 with a
+fixed latency L = 0.25 s per call, then runs the zero_shot method (1 call per
+item) and cot_sc (5 sampled calls per item, asked concurrently inside the item) through the real
+litellm path on ``N_ITEMS`` synthetic items, each twice, with the call cache off:
 
 1. serially (agent param ``max_connections=1``), and
 2. at ``max_connections=16``.
 
-With L fixed, no client can exceed ``max_connections / L`` calls/s (64 calls/s at 16). Prints both
-runs' calls/s, the limit and the ratios; the last line is
-``RESULT parallel_over_serial=… fraction_of_limit=… calls_per_s=…`` (target: fraction ≥ 0.8).
-Run: ``.venv/bin/python benchmarks/execute_throughput.py`` (≈ 1 minute, the serial run).
+With L fixed, no client can exceed ``max_connections / L`` calls/s (64 calls/s at 16). Prints each
+run's calls/s, the limit and the ratios, and checks that the concurrent answers equal the serial
+ones; the last line is ``RESULT zero_shot_speedup=… zero_shot_fraction=… cot_sc_speedup=…
+cot_sc_fraction=… calls_per_s=…`` (target: fractions ≥ 0.8, i.e. speed-ups ≥ 12×).
+Run: ``.venv/bin/python benchmarks/execute_throughput.py`` (≈ 6 minutes, mostly the serial runs).
 """
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
+from multiprocessing.connection import Connection
 from pathlib import Path
 
 _TMP = Path(tempfile.mkdtemp(prefix="medflows-bench-"))
@@ -50,11 +55,11 @@ def _items(n: int) -> list[PublicQAItem]:
             for i in range(n)]
 
 
-def _run(base_url: str, connections: int, items: list[PublicQAItem]
+def _run(base_url: str, method: str, connections: int, items: list[PublicQAItem]
          ) -> tuple[float, int, list[QAAnswer]]:
-    """Wall seconds, calls made and the answers of one zero_shot run."""
-    agent = AgentSpec(agent_id=f"bench@zero_shot-c{connections}", harness=Harness.QA_METHOD,
-                      model="openai/bench", method="zero_shot",
+    """Wall seconds, calls made and the answers of one run."""
+    agent = AgentSpec(agent_id=f"bench@{method}-c{connections}", harness=Harness.QA_METHOD,
+                      model="openai/bench", method=method,
                       params={"api_base": base_url, "max_connections": connections})
     started = time.perf_counter()
     answers = run_agent(agent, items, {}, price_snapshot()).answers
@@ -62,25 +67,57 @@ def _run(base_url: str, connections: int, items: list[PublicQAItem]
     return wall, sum(a.calls for a in answers), answers
 
 
+def _reply(body: dict[str, object]) -> str:
+    """A letter that depends on the question (and on nothing else), so answers are checkable."""
+    question = str(body["messages"][-1]["content"])  # type: ignore[index]
+    return f"The answer is ({'ABCD'[sum(map(ord, question)) % 4]})."
+
+
+def _serve(conn: Connection) -> None:
+    """The provider process: serve until the benchmark says stop."""
+    with FakeOpenAIServer(_reply, latency=LATENCY_S) as srv:
+        conn.send(srv.base_url)
+        conn.recv()
+
+
 def main() -> None:
     items = _items(N_ITEMS)
-    with FakeOpenAIServer(lambda body: "The answer is (B).", latency=LATENCY_S) as srv:
-        LiteLLMCompletion(api_base=srv.base_url)(  # first litellm call imports a lot: not timed
-            "openai/bench", [Message(role="user", content="warm up")])
-        serial_s, serial_calls, serial = _run(srv.base_url, 1, items)
-        parallel_s, parallel_calls, parallel = _run(srv.base_url, CONNECTIONS, items)
-    same = [a.model_dump(exclude={"time_s"}) for a in serial] == \
-        [a.model_dump(exclude={"time_s"}) for a in parallel]
-    serial_rate, rate = serial_calls / serial_s, parallel_calls / parallel_s
     limit = CONNECTIONS / LATENCY_S
-    print(f"items={N_ITEMS} method=zero_shot latency={LATENCY_S}s cache=off")
-    print(f"serial   (max_connections=1):  {serial_calls} calls in {serial_s:.2f}s "
-          f"= {serial_rate:.2f} calls/s (limit {1 / LATENCY_S:.1f})")
-    print(f"parallel (max_connections={CONNECTIONS}): {parallel_calls} calls in "
-          f"{parallel_s:.2f}s = {rate:.2f} calls/s (limit {limit:.1f})")
-    print(f"answers identical to the serial run: {same}")
-    print(f"RESULT parallel_over_serial={rate / serial_rate:.2f} "
-          f"fraction_of_limit={rate / limit:.3f} calls_per_s={rate:.2f}")
+    result: dict[str, float] = {}
+    parent, child = multiprocessing.get_context("fork").Pipe()
+    provider = multiprocessing.get_context("fork").Process(target=_serve, args=(child,))
+    provider.start()
+    try:
+        _measure(str(parent.recv()), items, limit, result)
+    finally:
+        parent.send("stop")
+        provider.join(timeout=30)
+    print("RESULT " + " ".join(f"{k}={v:.3f}" if "fraction" in k else f"{k}={v:.2f}"
+                               for k, v in result.items()))
+
+
+def _measure(base_url: str, items: list[PublicQAItem], limit: float,
+             result: dict[str, float]) -> None:
+    """Serial and concurrent runs of each method against the provider at ``base_url``."""
+    LiteLLMCompletion(api_base=base_url)(  # first litellm call imports a lot: not timed
+        "openai/bench", [Message(role="user", content="warm up")])
+    print(f"items={N_ITEMS} latency={LATENCY_S}s cache=off limit={limit:.1f} calls/s")
+    for method in ("zero_shot", "cot_sc"):
+        serial_s, serial_calls, serial = _run(base_url, method, 1, items)
+        parallel_s, parallel_calls, parallel = _run(base_url, method, CONNECTIONS, items)
+        same = [a.model_dump(exclude={"time_s"}) for a in serial] == \
+            [a.model_dump(exclude={"time_s"}) for a in parallel]
+        serial_rate, rate = serial_calls / serial_s, parallel_calls / parallel_s
+        print(f"{method:9} serial   (max_connections=1):  {serial_calls} calls in "
+              f"{serial_s:.2f}s = {serial_rate:.2f} calls/s (limit {1 / LATENCY_S:.1f})")
+        print(f"{method:9} parallel (max_connections={CONNECTIONS}): {parallel_calls} calls in "
+              f"{parallel_s:.2f}s = {rate:.2f} calls/s (limit {limit:.1f}); "
+              f"answers identical to the serial run: {same}")
+        if not same:
+            raise SystemExit(f"{method}: concurrent answers differ from the serial run")
+        result[f"{method}_speedup"] = rate / serial_rate
+        result[f"{method}_fraction"] = rate / limit
+        result["calls_per_s"] = max(result.get("calls_per_s", 0.0), rate)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from prefect.cache_policies import INPUTS, TASK_SOURCE, CachePolicy
+from prefect.cache_policies import TASK_SOURCE, CachePolicy, Inputs
 from prefect.context import TaskRunContext
 
 from tasks_lib.settings import Settings, get_settings
@@ -165,6 +165,7 @@ def cached(
     files: Iterable[FileRef] = (),
     settings_files: Iterable[str] = (),
     versions: Iterable[str] = (),
+    ignore_inputs: Iterable[str] = (),
     **extra: Any,
 ) -> dict[str, Any]:
     """Keyword arguments for ``@task`` that make a step resumable across runs.
@@ -177,6 +178,8 @@ def cached(
         files: absolute paths of data files the step reads (rules, prompts, rubrics).
         settings_files: names of path settings the step reads (e.g. ``"price_snapshot"``).
         versions: version strings of the logic (e.g. ``EVALUATOR_VERSION``).
+        ignore_inputs: parameters that do not decide the result (e.g. a start time that only
+            feeds a wall-time figure), left out of the key.
         **extra: further ``@task`` options (e.g. :data:`IO_RETRIES`), which win on conflict.
 
     Returns:
@@ -186,7 +189,7 @@ def cached(
     results.mkdir(parents=True, exist_ok=True)
     policy = dependencies(modules, files, settings_files, versions)
     return {
-        "cache_policy": INPUTS + TASK_SOURCE + policy,
+        "cache_policy": Inputs(exclude=list(ignore_inputs)) + TASK_SOURCE + policy,
         "persist_result": True,
         "result_storage": results,
         **extra,

@@ -137,12 +137,17 @@ def chunk_step(agent: AgentSpec) -> Any:
     return execute_chunk.with_options(cache_policy=NO_CACHE, persist_result=False)
 
 
-@task(name="assemble-run", task_run_name="assemble-{agent.agent_id}-r{replicate}", **IO_RETRIES)
+@task(name="assemble-run", task_run_name="assemble-{agent.agent_id}-r{replicate}",
+      **cached(modules=("tasks_lib.qa.runner", "tasks_lib.records", "tasks_lib.storage"),
+               ignore_inputs=("started_at",), **IO_RETRIES))
 def assemble_run(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
                  chunks: list[ChunkResult], started_at: float, tier: Tier = Tier.STANDARD,
                  time_budget_s: int | None = None, max_cost_usd: float | None = None
                  ) -> RunRecord:
-    """Join a run's chunks into its submission (``answers.jsonl``, pool order) and run record."""
+    """Join a run's chunks into its submission (``answers.jsonl``, pool order) and run record.
+
+    Result-cached on the chunks: the same replayed answers are not written again on a re-run
+    (live chunks differ in timings and cache hits, so a live run is always re-assembled)."""
     pool = _pool(pool_url, pool_hash)
     run_id = run_id_for(agent, pool_hash, replicate)
     answers = [a for c in sorted(chunks, key=lambda c: c.start) for a in c.answers]
