@@ -8,12 +8,10 @@ version, so a retried or re-run flow resumes where it stopped.
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import flow, task
 
 from tasks_lib.caching import IO_RETRIES
-from tasks_lib.errors import InputDataError, InvalidSubmissionError
+from tasks_lib.errors import InputDataError
 from tasks_lib.records import ScoreCard
 from tasks_lib.scoring import chunks, is_scorable, score_chunk, select_runs
 
@@ -21,22 +19,7 @@ CHUNK = 64
 """Runs per scoring step."""
 
 
-def _retry_io_only(_task: Any, _run: Any, state: Any) -> bool:
-    """Retry I/O faults, never the user's or the agent's mistakes (they would fail again)."""
-    try:
-        state.result()
-    except (InputDataError, InvalidSubmissionError):
-        return False
-    except Exception:  # anything else may be a transient I/O fault
-        return True
-    return True
-
-
-SCORE_RETRIES: dict[str, Any] = {**IO_RETRIES, "retry_condition_fn": _retry_io_only}
-""":data:`IO_RETRIES` for the score steps, without retrying user and agent mistakes."""
-
-
-@task(name="score-chunk", task_run_name="score-{label}", **SCORE_RETRIES)
+@task(name="score-chunk", task_run_name="score-{label}", **IO_RETRIES)
 def score_chunk_step(run_ids: list[str], label: str, full: bool = False) -> list[ScoreCard]:
     """Score a chunk of runs (each skipped if already scored under this evaluator version).
 
@@ -77,12 +60,11 @@ def score_qa(pool: str, run_ids: list[str] | None = None) -> list[ScoreCard]:
     return score_runs(run_ids=run_ids, pool=None if run_ids else pool)
 
 
-@task(name="register-upload", task_run_name="upload-{task_id}", **SCORE_RETRIES)
+@task(name="register-upload", task_run_name="upload-{task_id}", **IO_RETRIES)
 def register_upload_step(task_id: str, submission: str, pool: str | None) -> str:
     """Store a submission folder as an upload run of the task's pool version; its run id."""
     from pathlib import Path
 
-    from tasks_lib.errors import InputDataError
     from tasks_lib.imaging.pool import latest_pool_url, load_task, read_manifest
     from tasks_lib.uploads import register_upload
 

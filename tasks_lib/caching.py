@@ -196,5 +196,20 @@ def cached(
     }
 
 
-IO_RETRIES: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [2, 10]}
-"""Retries for I/O steps (model calls, storage, containers); never for pure computation."""
+def _retry_io_only(_task: Any, _run: Any, state: Any) -> bool:
+    """Retry I/O faults, never the user's or the agent's mistakes (they would fail again)."""
+    from evaluators.core import InputDataError, InvalidSubmissionError
+
+    try:
+        state.result()
+    except (InputDataError, InvalidSubmissionError):
+        return False
+    except Exception:  # anything else may be a transient I/O fault
+        return True
+    return True
+
+
+IO_RETRIES: dict[str, Any] = {"retries": 2, "retry_delay_seconds": [2, 10],
+                              "retry_condition_fn": _retry_io_only}
+"""Retries for I/O steps (model calls, storage, containers), never for pure computation and never
+for a user's or an agent's mistake (``InputDataError``/``InvalidSubmissionError``)."""
