@@ -166,10 +166,9 @@ class RateLimiter:
     Each bucket refills continuously at the per-minute rate and holds at most one second's
     allowance (at least one request), because providers enforce per-minute limits in shorter
     slices (60,000 RPM as 1,000 per second), so a minute's burst up front would be refused. A
-    request first
-    takes one request token and its estimated tokens (prompt characters / 4 + ``max_tokens``);
-    once the reply's usage is known the estimate is corrected (:meth:`settle`), so the token
-    bucket can go negative and later callers wait for it to refill.
+    request first takes one request token and its estimated tokens (prompt characters / 4 +
+    ``max_tokens``); once the reply's usage is known the estimate is corrected (:meth:`settle`),
+    so the token bucket can go negative and later callers wait for it to refill.
 
     Args:
         rpm: requests per minute (None = no cap).
