@@ -8,6 +8,7 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from tasks_lib.artifacts import artifact_key
+from tasks_lib.audit import audit_gate
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.qa import steps
 from tasks_lib.qa.replay_report import default_source
@@ -72,8 +73,10 @@ def construct_qa(
     auto_approve: bool = False,
     review_timeout_s: int = 7 * 24 * 3600,
     out: str | None = None,
+    audit_override: str | None = None,
 ) -> PublishedPool:
-    """Build and publish a hard multiple-choice QA pool from dataset cards."""
+    """Build and publish a hard multiple-choice QA pool from dataset cards. The pool is ledgered
+    (published) only after a clean exploit audit, or with ``audit_override`` (a reason)."""
     source = source or default_source()
     predictions = predictions or f"{source}/predictions/full.csv.gz"
     digest = steps.file_digest(predictions)
@@ -91,6 +94,8 @@ def construct_qa(
                  "meld_models": (meld_models or ["gpt-4o-mini"]) if meld else None,
                  "meld_threshold": meld_threshold}
     published = steps.publish_pool(pool_id, out, builds, records, review, selection)
+    audit_gate(published.url, audit_override)
+    steps.record_pool(published)
     create_markdown_artifact(key=artifact_key(f"pool-{pool_id}"),
                              markdown=manifest_markdown(published.manifest),
                              description=f"Pool {pool_id} v{published.manifest.version}")
@@ -98,9 +103,12 @@ def construct_qa(
 
 
 @flow(name="construct-imaging", flow_run_name="construct-imaging-{task_id}", log_prints=True)
-def construct_imaging(task_id: str, out: str | None = None) -> str:
-    """Build an imaging task's pool: ingest (render) → de-identify → publish (vN) → sample
-    submission. Returns the URL of the pool version's ``manifest.json``."""
+def construct_imaging(task_id: str, out: str | None = None,
+                      audit_override: str | None = None) -> str:
+    """Build an imaging task's pool: ingest (render) → de-identify → write (vN) → sample
+    submission → exploit audit → ledger (publish; an unclean audit stops here unless
+    ``audit_override`` gives a reason). Returns the URL of the pool version's
+    ``manifest.json``."""
     from tasks_lib.imaging import steps as imaging
     from tasks_lib.imaging.pool import load_task
 
@@ -109,6 +117,8 @@ def construct_imaging(task_id: str, out: str | None = None) -> str:
     clean = imaging.deidentify_step(card, rendered)
     published = imaging.publish(card, out, rendered, clean)
     imaging.sample_submission(published.url, published.manifest)
+    audit_gate(published.url, audit_override)
+    imaging.record(published)
     print(f"built {task_id} v{published.manifest.version}: {len(published.manifest.cases)} "
           f"cases, header fields cleared {published.manifest.deid.fields_cleared or 'none'}")
     return f"{published.url.rstrip('/')}/manifest.json"

@@ -28,6 +28,8 @@ os.environ.update({
     # fake model in one test must not be answered from another test's replies. Tests of the
     # cache switch it on for their own private root.
     "MEDFLOWS_LLM_CACHE": "false",
+    # No provider is reachable: judges (S1–S3, the construct flows' audit) use the offline judge.
+    "MEDFLOWS_JUDGE_MODEL": "rules",
 })
 os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 

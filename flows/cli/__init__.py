@@ -20,6 +20,7 @@ def _environment() -> None:
 def main() -> None:
     """Console-script entry point."""
     _environment()
+    from flows.cli import audit as audit
     from flows.cli import challenge as challenge
     from flows.cli import imaging as imaging
     from flows.cli import ops as ops

@@ -25,13 +25,17 @@ def build_imaging(
     task: str = typer.Option(..., "--task", help="Imaging task id (see datasets/<track>/)."),
     out: str = typer.Option(None, help="Pool root folder/URL (default: pools/<task>/vN in the "
                                        "storage root)."),
+    audit_override: str = typer.Option(
+        None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
+        "the pool's audit.json (see docs/audit.md)."),
 ) -> None:
-    """Build an imaging task's pool (public view + private references); prints JSON."""
+    """Build an imaging task's pool (public view + private references); it is published
+    (ledgered) only after a clean exploit audit. Prints JSON."""
     from flows.construct import construct_imaging
     from tasks_lib.imaging.pool import load_task
 
     load_task(task)
-    manifest = construct_imaging(task, location(out) if out else None)
+    manifest = construct_imaging(task, location(out) if out else None, audit_override)
     echo_json({"task_id": task, "manifest": manifest})
 
 

@@ -38,8 +38,12 @@ def build_qa(
     auto_approve: bool = typer.Option(False, help="Skip the review pause (reviewer 'auto')."),
     pool_id: str = typer.Option("medagentsbench-hard", help="Pool name."),
     out: str = typer.Option(None, help="Pool root folder/URL (default in the storage root)."),
+    audit_override: str = typer.Option(
+        None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
+        "the pool's audit.json (see docs/audit.md)."),
 ) -> None:
-    """Build a hard multiple-choice QA pool (construct DAG); prints a JSON summary."""
+    """Build a hard multiple-choice QA pool (construct DAG; published only after a clean
+    exploit audit); prints a JSON summary."""
     from flows.construct import construct_qa
     from tasks_lib.qa.ingest import check_question_files
     from tasks_lib.qa.predictions import load_predictions
@@ -60,6 +64,7 @@ def build_qa(
         select=select, per_dataset=per_dataset, threshold=threshold, seed=seed, meld=meld,
         meld_models=split_list(meld_models), meld_threshold=meld_threshold,
         auto_approve=auto_approve, out=location(out) if out else None,
+        audit_override=audit_override,
     )
     m = published.manifest
     typer.echo(json_text({

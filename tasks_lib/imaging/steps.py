@@ -50,14 +50,20 @@ def deidentify_step(card: TaskSpec, rendered: render_mod.Rendered) -> Deidentifi
 def publish(card: TaskSpec, out: str | None, rendered: render_mod.Rendered,
             clean: Deidentified) -> PublishedImagingPool:
     """Write public view, private references and the manifest as the next version (or the
-    version with identical content), at ``out`` or ``pools/<task_id>/vN``; ledger it."""
+    version with identical content), at ``out`` or ``pools/<task_id>/vN`` (:func:`record`
+    ledgers it once its exploit audit passed)."""
     version = version_for(card.task_id, content_hash(clean.artifacts))
     url = out or versioned_url(card.task_id, version)
     manifest = write_pool(url, card, clean.artifacts, rendered.cases, rendered.labels,
                           rendered.classes, clean.record, version)
     imaging_kit(card.track).after_publish(url, manifest)
-    record_pool(url, manifest)
     return PublishedImagingPool(url=url, manifest=manifest)
+
+
+@task(task_run_name="record-{published.manifest.task_id}", **IO_RETRIES)
+def record(published: PublishedImagingPool) -> None:
+    """Ledger the pool version (after its audit passed): from now on it is published."""
+    record_pool(published.url, published.manifest)
 
 
 @task(task_run_name="sample-submission-{manifest.task_id}", **IO_RETRIES)

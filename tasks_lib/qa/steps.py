@@ -174,7 +174,8 @@ def publish_pool(
     pool_id: str, out: str | None, builds: list[DatasetBuild], meld_records: list[MeldRecord],
     review: ReviewRecord | None, selection: dict[str, str | int | float | list[str] | None],
 ) -> PublishedPool:
-    """Write the public view, private references, audit files and manifest; record in ledger."""
+    """Write the public view, private references, audit files and manifest (the ledger records
+    the version once its exploit audit passed: :func:`record_pool`)."""
     withheld = {k for k, v in (review.decisions if review else {}).items()
                 if v is ReviewVerdict.REJECT}
     items = [it for b in builds for it in b.selected if it.key not in withheld]
@@ -211,7 +212,14 @@ def publish_pool(
         review=review, files=FILES,
     )
     root.write_json("manifest.json", manifest)
-    store.record_pool(PoolRow(pool_id=pool_id, version=version, track=Track.QA.value,
-                              content_hash=digest, manifest_url=root.url("manifest.json"),
-                              n_items=len(items)))
     return PublishedPool(url=root.root_url, manifest=manifest)
+
+
+@task(name="record-pool", task_run_name="record-{published.manifest.pool_id}")
+def record_pool(published: PublishedPool) -> None:
+    """Ledger the pool version (after its audit passed): from now on it is published."""
+    m = published.manifest
+    store.record_pool(PoolRow(pool_id=m.pool_id, version=m.version, track=Track.QA.value,
+                              content_hash=m.content_hash,
+                              manifest_url=Storage(published.url).url("manifest.json"),
+                              n_items=sum(d.n_items for d in m.datasets.values())))

@@ -15,12 +15,14 @@ TASKS = ["brain-tissue-seg", "ldct-denoise", "mri-superres", "brain-lesion-det",
 
 
 def build_pool(task_id: str, root: Path) -> tuple[str, PoolManifest]:
-    """Build a pool exactly as the construct flow does, without the Prefect server."""
+    """Build a pool as the construct flow does (without its exploit audit: tests/tasks_lib/
+    test_audit.py audits every kind of pool), without the Prefect server."""
     card = load_task(task_id)
     rendered = steps.render.fn(card)
     clean = steps.deidentify_step.fn(card, rendered)
     published = steps.publish.fn(card, str(root / task_id), rendered, clean)
     steps.sample_submission.fn(published.url, published.manifest)
+    steps.record.fn(published)
     return published.url, published.manifest
 
 

@@ -80,5 +80,6 @@ def seg_pool() -> Path:
     if not store.pools(pool_id=SEG_TASK, kind="pool"):
         card = load_task(SEG_TASK)
         rendered = steps.render.fn(card)
-        steps.publish.fn(card, None, rendered, steps.deidentify_step.fn(card, rendered))
+        steps.record.fn(steps.publish.fn(card, None, rendered,
+                                         steps.deidentify_step.fn(card, rendered)))
     return Path(latest_pool_url(SEG_TASK))
