@@ -147,7 +147,8 @@ def replay(agent: AgentSpec, items: list[PublicQAItem], prices: PriceSnapshot) -
 
 NOT_ITEM_ERRORS = (openai.AuthenticationError, openai.PermissionDeniedError,
                    openai.NotFoundError)
-"""Provider errors that are our configuration's fault, not the item's: they end the run."""
+"""Provider errors that are our configuration's fault, not the item's: they end the run (as an
+``InputDataError`` with the provider's message redacted: providers quote rejected keys)."""
 
 
 def max_connections(agent: AgentSpec, options: CallOptions | None = None) -> int:
@@ -169,8 +170,10 @@ def ask_item(agent: AgentSpec, method: Method, item: PublicQAItem, complete: Com
     with call_scope(f"replicate:{replicate}" if replicate else "") as scope:
         try:
             result = method(item, agent.model, complete, ctx)
-        except NOT_ITEM_ERRORS:
-            raise
+        except NOT_ITEM_ERRORS as exc:
+            raise InputDataError(
+                f"provider of {agent.agent_id}",
+                redact(f"{type(exc).__name__}: {exc}", secret_values())) from None
         except openai.APIError as exc:
             return QAAnswer(
                 dataset=item.dataset, realidx=item.realidx, answer=None, raw=None,
