@@ -14,9 +14,6 @@ and the pool. Plain functions; :mod:`tasks_lib.harness.steps` wraps them as Pref
 from __future__ import annotations
 
 import hashlib
-import os
-import shutil
-import stat
 import time
 from pathlib import Path
 
@@ -32,11 +29,19 @@ from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits, LoopOutcome
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.scripted import scripted_policy
-from tasks_lib.harness.trace import TraceRecorder
+from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
 from tasks_lib.imaging.pool import latest_pool_url, load_task
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
-from tasks_lib.sandbox.base import NetworkPolicy, SandboxBackend, SandboxSpec, agent_spec
-from tasks_lib.sandbox.isolation import Violation
+from tasks_lib.sandbox.base import (
+    NetworkPolicy,
+    SandboxBackend,
+    SandboxSpec,
+    Source,
+    Violation,
+    ViolationKind,
+    agent_spec,
+)
+from tasks_lib.sandbox.hostio import copy_tree, remove_tree
 from tasks_lib.storage import Storage
 
 
@@ -152,7 +157,8 @@ def make_policy(plan: CellPlan) -> Policy:
         return LiteLLMPolicy(agent.model, api_base=str(base) if base else None,
                              temperature=float(agent.params.get("temperature", 0.0)),
                              max_tokens=int(agent.params.get("max_tokens", 4096)),
-                             retries=int(agent.params.get("retries", 4)))
+                             retries=int(agent.params.get("retries", 4)),
+                             salt=f"replicate:{plan.replicate}" if plan.replicate else "")
     raise InputDataError(agent.agent_id, f"uses harness {agent.harness.value!r}; research cells "
                                          f"need {Harness.TOOL_LOOP.value!r} or "
                                          f"{Harness.SCRIPTED.value!r}")
@@ -187,6 +193,14 @@ def _run_agent(plan: CellPlan, recorder: TraceRecorder) -> Execution:
     loop = AgentLoop(policy, sandbox, recorder, plan.limits)
     brief = (plan.pool_dir / "public" / "brief.md").read_text(encoding="utf-8")
     started = time.monotonic()
+
+    def stopped(error: str) -> Execution:
+        return Execution(
+            status=RunStatus.INVALID if loop.monitor.breached else RunStatus.ERROR, end=None,
+            model=policy.model, turns=sum(m.role is Role.ASSISTANT for m in loop.messages),
+            wall_time_s=time.monotonic() - started, input_tokens=loop.tokens[0],
+            output_tokens=loop.tokens[1], violations=loop.monitor.violations, error=error)
+
     try:
         outcome = loop.run(briefs.system_prompt(plan.track.value, plan.tier, plan.limits),
                            briefs.user_prompt(brief))
@@ -195,12 +209,10 @@ def _run_agent(plan: CellPlan, recorder: TraceRecorder) -> Execution:
             wall_time_s=outcome.wall_time_s, input_tokens=outcome.prompt_tokens,
             output_tokens=outcome.completion_tokens, violations=outcome.violations)
     except openai.APIError as exc:
-        return Execution(
-            status=RunStatus.INVALID if loop.monitor.breached else RunStatus.ERROR, end=None,
-            model=policy.model, turns=sum(m.role is Role.ASSISTANT for m in loop.messages),
-            wall_time_s=time.monotonic() - started, input_tokens=loop.tokens[0],
-            output_tokens=loop.tokens[1], violations=loop.monitor.violations,
-            error=f"{type(exc).__name__}: {exc}")
+        return stopped(f"{type(exc).__name__}: {exc}")
+    except Exception as exc:  # a host-side crash mid-run: the run and its cost are kept
+        recorder.event(EventKind.HOST, 0, error=f"{type(exc).__name__}: {exc}"[:500])
+        return stopped(f"host: {type(exc).__name__}: {str(exc)[:500]}")
     finally:
         sandbox.close()
 
@@ -209,36 +221,56 @@ def execute_cell(plan: CellPlan) -> Execution:
     """Run the agent in a fresh workspace, then store its trace and submission.
 
     Writes ``trace/{conversation.json, trace.jsonl, workspace.json, plan.md}`` and
-    ``submission/`` (empty when the agent wrote none); the run record is the caller's.
+    ``submission/`` (empty when the agent wrote none); the run record is the caller's. Every
+    host read of the agent's files is bounded (:class:`~tasks_lib.sandbox.base.HostLimits`); a
+    host step that still fails on them makes the run invalid with the reason, never loses it.
     """
     if plan.run_dir.exists():
-        shutil.rmtree(plan.run_dir)
+        remove_tree(plan.run_dir)
     plan.workspace.mkdir(parents=True)
     recorder = TraceRecorder(plan.trace_dir)
     try:
         execution = _run_agent(plan, recorder)
     finally:
         recorder.write_conversation(plan)
-    recorder.write_workspace(plan.workspace)
-    copy_submission(plan.workspace / SUBMISSION, plan.submission)
-    return execution
+    return _store_outputs(plan, recorder, execution)
 
 
-def copy_submission(source: Path, target: Path) -> None:
+def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution) -> Execution:
+    """workspace.json, plan.md and the submission copy; failures become the run's reason."""
+    problems: list[str] = []
+    try:
+        stopped = recorder.write_workspace(plan.workspace)
+        if stopped is not None:
+            recorder.event(EventKind.HOST, execution.turns, listing=f"stopped: {stopped}")
+    except Exception as exc:  # the agent's files defeated a host read: keep the run
+        problems.append(f"workspace listing failed: {type(exc).__name__}: {str(exc)[:300]}")
+        (plan.trace_dir / WORKSPACE).write_text("[]", encoding="utf-8")
+    try:
+        for note in copy_submission(plan.workspace / SUBMISSION, plan.submission):
+            recorder.event(EventKind.HOST, execution.turns, submission=f"left out: {note}")
+    except Exception as exc:
+        problems.append(f"submission copy failed: {type(exc).__name__}: {str(exc)[:300]}")
+        plan.submission.mkdir(parents=True, exist_ok=True)
+    if not problems:
+        return execution
+    found = [Violation(kind=ViolationKind.RESOURCE_LIMIT, source=Source.SANDBOX, evidence=p)
+             for p in problems]
+    return execution.model_copy(update={"status": RunStatus.INVALID,
+                                        "violations": [*execution.violations, *found]})
+
+
+def crashed_execution(plan: CellPlan, exc: BaseException) -> Execution:
+    """The last-resort record of a run whose host steps crashed outside the guarded parts
+    (nothing about the agent's turns survived): status error with the reason."""
+    return Execution(status=RunStatus.ERROR, end=None, model=plan.agent.model or "unknown",
+                     turns=0, wall_time_s=0.0, input_tokens=0, output_tokens=0, violations=[],
+                     error=f"host: {type(exc).__name__}: {str(exc)[:500]}")
+
+
+def copy_submission(source: Path, target: Path) -> list[str]:
     """Copy a submission folder without following links: folders and regular files as they
-    are, symlinks as symlinks (the scorer rejects them as invalid), other special files
-    (FIFOs, sockets, devices) skipped; a missing or symlinked ``source`` yields an empty one."""
-    target.mkdir(parents=True, exist_ok=True)
-    if source.is_symlink() or not source.is_dir():
-        return
-    for dirpath, dirs, files in os.walk(source):
-        here = Path(dirpath)
-        out = target / here.relative_to(source)
-        for name in [*dirs, *files]:
-            mode = (here / name).lstat().st_mode
-            if stat.S_ISLNK(mode):
-                (out / name).symlink_to(os.readlink(here / name))
-            elif stat.S_ISDIR(mode):
-                (out / name).mkdir()
-            elif stat.S_ISREG(mode):
-                shutil.copyfile(here / name, out / name, follow_symlinks=False)
+    are (within :class:`~tasks_lib.sandbox.base.HostLimits`), symlinks as symlinks (the scorer
+    rejects them as invalid), other special files (FIFOs, sockets, devices) skipped; a missing
+    or symlinked ``source`` yields an empty one. Returns what was left out and why."""
+    return copy_tree(source, target)

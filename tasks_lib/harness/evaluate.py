@@ -91,7 +91,7 @@ def main(argv: list[str]) -> None:
     card_path, pool, submission, out, *rest = argv
     card = TaskSpec.model_validate_json(Path(card_path).read_text(encoding="utf-8"))
     score = score_in_process(card, pool, Path(submission), rest[0] if rest and rest[0] else None)
-    Path(out).write_text(score.model_dump_json(), encoding="utf-8")
+    Path(out).write_text(score.finite().model_dump_json(), encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -2,7 +2,14 @@
 
 Ends when the agent calls ``submit_results`` (completed), at the turn limit, at the wall-time cap
 (the running process tree is killed; artifacts written before it count), at the second isolation
-violation (terminated → invalid), or when the policy keeps failing (error).
+violation or at once past a host-enforced limit such as the disk quota (terminated → invalid), or
+when the policy keeps failing (error).
+
+Isolation is judged by effect: every code execution runs in the sandbox, and only what the
+sandbox observed (:func:`~tasks_lib.sandbox.isolation.scan_result`,
+:func:`~tasks_lib.sandbox.isolation.scan_workspace`) counts as a violation. Patterns in the code
+text (:func:`~tasks_lib.sandbox.isolation.scan_code`) are recorded in the trace as ``pattern``
+events only.
 """
 
 from __future__ import annotations
@@ -71,6 +78,8 @@ class LoopOutcome(Frozen):
 
 def _exec_reply(result: ExecResult) -> str:
     tail = " (killed at the time cap)" if result.timed_out else ""
+    if result.limits_hit:
+        tail += f" (resource limits reached: {', '.join(result.limits_hit)})"
     return (f"exit_code: {result.exit_code}{tail}\nstdout:\n{result.stdout}\n"
             f"stderr:\n{result.stderr}")
 
@@ -146,17 +155,20 @@ class AgentLoop:
             self._tool(call, f"error: {exc}")
             return None
         spec = self.sandbox.spec
-        before = scan_code(args.code, spec)
-        if before:
-            return self._violate(call, turn, before, "The code was not run.")
+        for pattern in scan_code(args.code, spec):  # a warning in the trace, never a verdict
+            self.recorder.event(EventKind.PATTERN, turn, pattern=pattern.kind.value,
+                                evidence=pattern.evidence[:200])
         remaining = deadline - time.monotonic()
         result = self.sandbox.execute(args.language, args.code,
                                       min(self.limits.exec_timeout_s, max(remaining, 0.1)))
         self.recorder.event(EventKind.TOOL_EXEC, turn, language=args.language.value,
                             exit_code=result.exit_code, timed_out=result.timed_out,
-                            duration_s=round(result.duration_s, 3))
+                            duration_s=round(result.duration_s, 3), monitored=result.monitored,
+                            limits_hit=",".join(result.limits_hit) or None)
         workspace = next((m.host for m in spec.mounts if m.writable), None)
-        after = scan_result(result, spec) + (scan_workspace(workspace) if workspace else [])
+        harmless = ("/public", "/tmp", "/usr", "/bin", "/lib", "/lib64", *spec.runtime)
+        after = scan_result(result, spec) + (scan_workspace(workspace, harmless) if workspace
+                                             else [])
         if after:
             return self._violate(call, turn, after, _exec_reply(result))
         self._tool(call, _exec_reply(result))

@@ -23,7 +23,7 @@ from tasks_lib.harness.messages import Role
 from tasks_lib.harness.trace import StoredTrace, load_trace
 from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.records import TRACE, RunRecord, ScoreCard, run_store
-from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.sandbox.base import SandboxBackend, ViolationKind
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import find_card
@@ -78,12 +78,15 @@ def invalid_card(run: RunRecord, version: str, coding: Coding) -> ScoreCard:
     """An invalid run (isolation breach): 0 on every stage, the task, Agentic and Overall."""
     card = find_card(run.task_id, [run.track])
     reason = "; ".join(run.violations) or run.error or f"run ended {run.end}"
+    limit = bool(run.violations) and all(v.startswith(f"{ViolationKind.RESOURCE_LIMIT.value}:")
+                                         for v in run.violations)
     return ScoreCard(
         task_id=run.task_id, track=run.track, evaluator_version=version,
         pool_hash=run.pool_hash, run_id=run.run_id, agent_id=run.agent.agent_id,
         primary_metric=card.primary_metric,
         task_score=0.0, metrics={}, s1=0.0, s2=0.0, s3=0.0, s4=0.0, s5=0.0, agentic=0.0,
-        overall=0.0, notes=[INVALID_NOTE], invalid_reason=f"isolation: {reason}", coding=coding)
+        overall=0.0, notes=[INVALID_NOTE],
+        invalid_reason=f"{'limit' if limit else 'isolation'}: {reason}", coding=coding)
 
 
 def score_cell(run: RunRecord, submission: Path) -> ScoreCard:

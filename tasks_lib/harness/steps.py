@@ -9,12 +9,14 @@ from pathlib import Path
 from prefect import task
 
 from tasks_lib.domain import Tier, Track
+from tasks_lib.errors import InputDataError
 from tasks_lib.harness import cell as cell_mod
 from tasks_lib.harness.cell import CellPlan
 from tasks_lib.harness.record import run_record
 from tasks_lib.imaging.pool import load_task
 from tasks_lib.records import RunRecord
 from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
 from tasks_lib.settings import get_settings
 
@@ -43,7 +45,18 @@ def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], repli
 @task(task_run_name="execute-{plan.run_id}")
 def execute_step(plan: CellPlan) -> RunRecord:
     """Run the agent in its sandbox (fresh workspace); store submission, trace and
-    ``run.json``, and upsert the ledger's run row (cost is kept whatever scoring does)."""
-    record = run_record(plan, cell_mod.execute_cell(plan))
+    ``run.json``, and upsert the ledger's run row (cost is kept whatever scoring does).
+
+    The row is written whatever the agent did to the host steps: :func:`execute_cell` turns
+    its own failures into an invalid/error status with the reason, and anything that still
+    escapes it is recorded here as an ``error`` run (user mistakes and a missing sandbox
+    program are raised as before)."""
+    try:
+        execution = cell_mod.execute_cell(plan)
+    except (InputDataError, SandboxUnavailableError):
+        raise
+    except Exception as exc:
+        execution = cell_mod.crashed_execution(plan, exc)
+    record = run_record(plan, execution)
     record_run(record)
     return record

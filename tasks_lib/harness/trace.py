@@ -24,13 +24,15 @@ from pydantic import BaseModel, Field, TypeAdapter
 from tasks_lib.domain import Frozen
 from tasks_lib.harness.messages import ChatMessage
 from tasks_lib.redaction import redact, secret_values
+from tasks_lib.sandbox.base import HOST_LIMITS, HostLimits
+from tasks_lib.sandbox.hostio import walk
 from tasks_lib.storage import Storage
 
 CONVERSATION = "conversation.json"
 EVENTS = "trace.jsonl"
 WORKSPACE = "workspace.json"
 PLAN = "plan.md"
-PLAN_CAP = 64 * 1024
+PLAN_CAP = HOST_LIMITS.plan_bytes
 """Bytes of the workspace's ``plan.md`` kept in the trace (the judges see at most 4 000 chars)."""
 _FILES = TypeAdapter(list[str])
 
@@ -42,6 +44,8 @@ class EventKind(StrEnum):
     TOOL_EXEC = "tool_exec"
     VIOLATION = "violation"
     WARNING = "warning"
+    PATTERN = "pattern"
+    HOST = "host"
     RUN_END = "run_end"
 
 
@@ -55,15 +59,17 @@ class TraceEvent(Frozen):
         description="Event fields (flat, scalar).")
 
 
-def workspace_files(folder: Path) -> list[str]:
-    """Relative paths of the regular files below ``folder``, sorted (symlinks not followed)."""
-    out = []
-    for dirpath, _dirs, files in os.walk(folder):
-        for name in files:
-            path = Path(dirpath) / name
-            if stat.S_ISREG(path.lstat().st_mode):
-                out.append(str(path.relative_to(folder)))
-    return sorted(out)
+def workspace_files(folder: Path, limits: HostLimits = HOST_LIMITS) -> tuple[list[str], str | None]:
+    """Relative paths of the regular files below ``folder``, sorted (symlinks not followed;
+    a bounded walk, at most ``limits.listed_files`` paths) and why the listing stopped early
+    (None: complete)."""
+    found = walk(folder, limits)
+    files = sorted(e.rel for e in found.files)
+    stopped = found.stopped
+    if len(files) > limits.listed_files:
+        stopped = stopped or f"more than {limits.listed_files} files"
+        files = files[: limits.listed_files]
+    return files, stopped
 
 
 def read_head(path: Path, cap: int) -> bytes | None:
@@ -118,15 +124,17 @@ class TraceRecorder:
         path.write_text(self._clean(json.dumps(body, indent=1)), encoding="utf-8")
         return path
 
-    def write_workspace(self, workspace: Path) -> None:
-        """Write ``workspace.json`` (file list) and the capped ``plan.md`` copy, if any."""
-        files = workspace_files(workspace) if workspace.is_dir() else []
+    def write_workspace(self, workspace: Path, limits: HostLimits = HOST_LIMITS) -> str | None:
+        """Write ``workspace.json`` (file list) and the capped ``plan.md`` copy, if any; return
+        why the listing stopped early (None: complete)."""
+        files, stopped = workspace_files(workspace, limits) if workspace.is_dir() else ([], None)
         (self.trace_dir / WORKSPACE).write_text(self._clean(json.dumps(files, indent=1)),
                                                 encoding="utf-8")
-        plan = read_head(workspace / PLAN, PLAN_CAP)
+        plan = read_head(workspace / PLAN, limits.plan_bytes)
         if plan is not None:
             text = plan.decode("utf-8", errors="replace")
             (self.trace_dir / PLAN).write_text(self._clean(text), encoding="utf-8")
+        return stopped
 
     def _clean(self, text: str) -> str:
         escaped = [json.dumps(s)[1:-1] for s in self.secrets]

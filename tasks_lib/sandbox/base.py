@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from enum import StrEnum
 from pathlib import Path
-from typing import Protocol
+from typing import IO, Protocol
 
 from pydantic import Field
 
@@ -42,6 +42,86 @@ class SandboxBackend(StrEnum):
     DOCKER = "docker"
 
 
+class ResourceLimits(Frozen):
+    """What one sandboxed execution may consume; both backends enforce the same numbers.
+
+    Docker: ``mem_limit``, ``pids_limit``, ``ulimits`` (cpu, fsize, nofile), a ``size=`` tmpfs
+    on ``/tmp``. bubblewrap: a cgroup (memory, pids) when the host can create one, ``prlimit``
+    inside the namespaces (address space, processes, CPU time, file size, open files), a
+    ``--size`` tmpfs on ``/tmp``. Both: the writable mounts' disk use is polled during the
+    execution and the process tree is killed past ``workspace_mb``.
+    """
+
+    memory_mb: int = Field(default=2048, gt=0, description="Memory of the process tree (cgroup; "
+                                                           "address space per process under "
+                                                           "prlimit).")
+    pids: int = Field(default=256, gt=0, description="Processes and threads at once.")
+    cpu_s: int = Field(default=1200, gt=0, description="CPU seconds per process.")
+    file_mb: int = Field(default=1024, gt=0, description="Largest file a process may write.")
+    nofile: int = Field(default=4096, gt=0, description="Open files per process.")
+    tmp_mb: int = Field(default=512, gt=0, description="Size of the RAM-backed /tmp.")
+    workspace_mb: int = Field(default=4096, gt=0, description="Disk quota of the writable mounts "
+                                                              "(blocks actually used).")
+    quota_poll_s: float = Field(default=1.0, gt=0, description="Disk-quota polling interval.")
+
+
+class HostLimits(Frozen):
+    """What the host reads from a sandbox's output, workspace or submission: every read is
+    streamed or capped by these numbers (an agent cannot make the host allocate more)."""
+
+    output_chars: int = Field(default=20_000, gt=0, description="Characters of stdout/stderr "
+                                                                "kept per execution (head + tail;"
+                                                                " the rest is streamed past).")
+    walk_depth: int = Field(default=64, gt=0, description="Deepest folder level the host walks "
+                                                          "in a workspace or submission.")
+    walk_entries: int = Field(default=100_000, gt=0, description="Files and folders the host "
+                                                                 "lists in one walk.")
+    listed_files: int = Field(default=10_000, gt=0, description="Paths kept in workspace.json.")
+    plan_bytes: int = Field(default=64 * 1024, gt=0, description="Bytes of plan.md copied into "
+                                                                 "the trace.")
+    submission_file_bytes: int = Field(default=512 * 2**20, gt=0,
+                                       description="Largest submission file the host copies.")
+    submission_bytes: int = Field(default=4 * 2**30, gt=0,
+                                  description="Total bytes of a copied submission.")
+    monitor_findings: int = Field(default=200, gt=0, description="Observed breach attempts kept "
+                                                                 "per execution.")
+
+
+HOST_LIMITS = HostLimits()
+"""The host's read limits (one place; tests may pass their own)."""
+
+
+class ViolationKind(StrEnum):
+    """What a breach attempt tried to do."""
+
+    READ_FORBIDDEN = "read_forbidden"
+    PATH_ESCAPE = "path_escape"
+    PROC_ACCESS = "proc_access"
+    SECRET_ENV = "secret_env"
+    WRITE_OUTSIDE = "write_outside"
+    NETWORK = "network"
+    SANDBOX_ESCAPE = "sandbox_escape"
+    SYMLINK_ESCAPE = "symlink_escape"
+    PROCESS_LEFT = "process_left"
+    MONITOR_LOST = "monitor_lost"
+    RESOURCE_LIMIT = "resource_limit"
+
+
+class Source(StrEnum):
+    """Where a violation was seen."""
+
+    TRACE = "trace"
+    SANDBOX = "sandbox"
+
+
+class Violation(Frozen):
+    """One detected breach attempt (or a host limit the agent's files crossed)."""
+
+    kind: ViolationKind = Field(description="What was attempted.")
+    source: Source = Field(description="Seen in the code (trace) or in the sandbox's behaviour.")
+    evidence: str = Field(description="The matching text or path (secrets never included).")
+
+
 class Mount(Frozen):
     """A host folder visible inside the sandbox."""
 
@@ -65,8 +145,8 @@ class SandboxSpec(Frozen):
         description="Host folders bound read-only at the same path (interpreter, libraries).",
     )
     python: str = Field(default=sys.executable, description="Interpreter path inside.")
-    memory_mb: int = Field(default=2048, gt=0, description="Memory limit (Docker backend).")
-    pids_limit: int = Field(default=256, gt=0, description="Process limit (Docker backend).")
+    limits: ResourceLimits = Field(default_factory=ResourceLimits,
+                                   description="Resource limits of each execution.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment (no secrets).")
 
 
@@ -78,6 +158,13 @@ class ExecResult(Frozen):
     stderr: str = Field(description="Captured standard error (truncated).")
     timed_out: bool = Field(description="The process tree was killed at the time cap.")
     duration_s: float = Field(description="Wall time of the execution.")
+    observed: list[Violation] = Field(
+        default_factory=list, description="Breach attempts the sandbox observed (syscall "
+                                          "monitor, leftover processes, disk quota).")
+    monitored: bool = Field(default=False, description="A syscall monitor watched the run "
+                                                       "(network, file and escape attempts).")
+    limits_hit: list[str] = Field(default_factory=list, description="Resource limits the "
+                                                                    "execution reached.")
 
 
 class Sandbox(Protocol):
@@ -94,10 +181,20 @@ class Sandbox(Protocol):
         ...
 
 
-MAX_OUTPUT = 20_000
+MAX_OUTPUT = HOST_LIMITS.output_chars
 """Characters of stdout/stderr kept per execution."""
 
 SAFE_PATH = "/usr/local/bin:/usr/bin:/bin"
+
+
+def sandbox_env(spec: SandboxSpec) -> dict[str, str]:
+    """The whole environment inside (both backends; nothing inherited from the host). Tools
+    that would phone home on their own (pip's version check, the Hugging Face hub) are told not
+    to, so an honest command never makes a network attempt it did not ask for."""
+    return {"PATH": f"{Path(spec.python).parent}:{SAFE_PATH}", "HOME": spec.workdir,
+            "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
+            "MPLCONFIGDIR": "/tmp", "PIP_DISABLE_PIP_VERSION_CHECK": "1", "PIP_NO_INPUT": "1",
+            "HF_HUB_OFFLINE": "1", **spec.env}
 
 
 def runtime_dirs() -> list[str]:
@@ -106,12 +203,58 @@ def runtime_dirs() -> list[str]:
     return sorted(d for d in dirs if not d.startswith("/usr"))
 
 
-def clip(text: str) -> str:
+def clip(text: str, cap: int = MAX_OUTPUT) -> str:
     """Keep the head and tail of long output."""
-    if len(text) <= MAX_OUTPUT:
+    if len(text) <= cap:
         return text
-    half = MAX_OUTPUT // 2
-    return f"{text[:half]}\n...[{len(text) - MAX_OUTPUT} characters truncated]...\n{text[-half:]}"
+    half = cap // 2
+    return f"{text[:half]}\n...[{len(text) - cap} characters truncated]...\n{text[-half:]}"
+
+
+class CappedCapture:
+    """Drains a byte stream keeping only its head and tail (``cap`` bytes in all): the host's
+    memory stays bounded however much the sandbox writes.
+
+    Args:
+        cap: bytes kept (half from the start, half from the end).
+    """
+
+    def __init__(self, cap: int = MAX_OUTPUT) -> None:
+        self.half = max((cap - 100) // 2, 1)  # room for the truncation note within ``cap``
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def feed(self, chunk: bytes) -> None:
+        """Account one chunk."""
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def drain(self, stream: IO[bytes], chunk: int = 65536) -> None:
+        """Read ``stream`` to its end (run in a thread per stream)."""
+        while True:
+            data = stream.read1(chunk) if hasattr(stream, "read1") else stream.read(chunk)
+            if not data:
+                return
+            self.feed(data)
+
+    def text(self) -> str:
+        """Head and tail as text, with the number of bytes streamed past between them."""
+        head = self.head.decode("utf-8", "replace")
+        skipped = self.total - len(self.head) - len(self.tail)
+        if not self.tail:
+            return head
+        tail = self.tail.decode("utf-8", "replace")
+        if skipped <= 0:
+            return head + tail
+        return f"{head}\n...[{skipped} bytes truncated]...\n{tail}"
 
 
 def agent_spec(public: Path, workspace: Path, forbidden: list[str],

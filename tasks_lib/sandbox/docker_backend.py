@@ -5,16 +5,22 @@ skeleton tree (mount points, ``/etc/passwd``, merged-``/usr`` symlinks). The sys
 the interpreter are bound read-only from the host, exactly as in the bubblewrap backend, which
 keeps the image a few kilobytes and the two backends' environments identical.
 
-Containers run with a read-only root, all capabilities dropped, ``no-new-privileges``, a memory
-and PID limit, user 1000, and ``network_mode=none`` unless the policy allows the network. Each
+Containers run with a read-only root, all capabilities dropped, ``no-new-privileges``, the
+spec's :class:`~tasks_lib.sandbox.base.ResourceLimits` (memory, PIDs, CPU time, file size, open
+files, a size-capped ``/tmp``, the polled disk quota of the writable mounts), user 1000,
+and ``network_mode=none`` unless the policy allows the network. Each
 execution runs under ``timeout -s KILL`` inside the container and the container is killed when
 the host-side cap passes, so the whole process tree dies at the cap.
 """
 
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+import shutil
+import signal
+import subprocess
 import tarfile
 import threading
 import time
@@ -22,15 +28,23 @@ from pathlib import Path
 from typing import Any
 
 from tasks_lib.sandbox.base import (
-    SAFE_PATH,
+    HOST_LIMITS,
+    CappedCapture,
     ExecResult,
+    HostLimits,
     Language,
     NetworkPolicy,
     SandboxSpec,
+    Source,
+    Violation,
+    ViolationKind,
     clip,
     command,
+    sandbox_env,
 )
-from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError
+from tasks_lib.sandbox.hostio import iter_tree
+from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError, etc_files
+from tasks_lib.sandbox.monitor import QuotaWatcher, SyscallMonitor, strace_argv, strace_path
 
 IMAGE = "medflows-sandbox:1"
 SANDBOX_UID = 1000
@@ -101,63 +115,174 @@ def _volumes(spec: SandboxSpec) -> dict[str, dict[str, str]]:
 
 
 def _own(folder: Path) -> None:
-    for dirpath, dirnames, filenames in os.walk(folder):
-        for name in [dirpath, *(os.path.join(dirpath, n) for n in dirnames + filenames)]:
-            if os.geteuid() == 0:
-                os.lchown(name, SANDBOX_UID, SANDBOX_UID)
+    """Hand a writable mount to the sandbox user (bounded walk; only when running as root)."""
+    if os.geteuid() != 0:
+        return
+    os.lchown(folder, SANDBOX_UID, SANDBOX_UID)
+    for item in iter_tree(folder):
+        if not isinstance(item, str):
+            os.lchown(folder / item.rel, SANDBOX_UID, SANDBOX_UID)
+
+
+def _state(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return ""
+
+
+def _tracer(pid: int) -> bool:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("TracerPid:"):
+                return int(line.split()[1]) != 0
+    except (OSError, ValueError):
+        pass
+    return False
 
 
 class DockerSandbox:
     """A :class:`~tasks_lib.sandbox.base.Sandbox` backed by one long-lived container."""
 
-    def __init__(self, spec: SandboxSpec, engine: Any | None = None) -> None:
-        self.spec = spec
+    def __init__(self, spec: SandboxSpec, engine: Any | None = None,
+                 host: HostLimits = HOST_LIMITS, monitor: bool = True) -> None:
+        from docker.types import Ulimit
+
+        self.spec, self.host = spec, host
+        self.strace = strace_path() if monitor else None
+        limits = spec.limits
+        self._etc = etc_files()
+        volumes = {**_volumes(spec), **{str(path): {"bind": f"/etc/{path.name}", "mode": "ro"}
+                                        for path in self._etc.iterdir()
+                                        if path.name in ("hosts", "nsswitch.conf")}}
         self.engine = engine or client()
         for mount in spec.mounts:
             if mount.writable:
                 _own(mount.host)
-        env = {"PATH": f"{Path(spec.python).parent}:{SAFE_PATH}", "HOME": spec.workdir,
-               "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-               "MPLCONFIGDIR": "/tmp", **spec.env}
+        env = sandbox_env(spec)
         self.container = self.engine.containers.run(
             ensure_image(self.engine), ["/bin/sleep", "infinity"], detach=True,
             network_mode="none" if spec.network is NetworkPolicy.NONE else "host",
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
-            mem_limit=f"{spec.memory_mb}m", pids_limit=spec.pids_limit,
+            mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
+            pids_limit=limits.pids, ulimits=[
+                Ulimit(name="cpu", soft=limits.cpu_s, hard=limits.cpu_s),
+                Ulimit(name="fsize", soft=limits.file_mb * 2**20, hard=limits.file_mb * 2**20),
+                Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
+                Ulimit(name="core", soft=0, hard=0)],
             user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir=spec.workdir, environment=env,
-            volumes=_volumes(spec), tmpfs={"/tmp": "rw,size=512m"}, init=True,
+            volumes=volumes, tmpfs={"/tmp": f"rw,size={limits.tmp_mb}m"}, init=True,
+            hostname="sandbox",
             labels={"medflows": "sandbox"},
         )
 
     def execute(self, language: Language, code: str, timeout_s: float) -> ExecResult:
-        """Run ``code`` in the container; kill it (and its tree) at ``timeout_s``."""
+        """Run ``code`` in the container; kill it (and its tree) at ``timeout_s`` or past the
+        disk quota. Output is streamed into capped buffers; when the host has ``strace`` (and
+        may trace the container's processes) the execution starts stopped, ``strace`` attaches
+        from the host and the calls are judged as in the bubblewrap backend."""
         started = time.monotonic()
         cap = max(int(timeout_s + 0.999), 1)
         argv = ["timeout", "-s", "KILL", str(cap), *command(self.spec, language, code)]
+        monitor = SyscallMonitor(self.spec, self.host, skip_execs=0) if self.strace else None
+        if monitor is not None:  # stop before anything runs; the host attaches, then resumes
+            argv = ["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "medflows-exec", *argv]
         exec_id = self.engine.api.exec_create(self.container.id, argv, user=str(SANDBOX_UID),
                                               workdir=self.spec.workdir)["Id"]
-        output: list[tuple[bytes | None, bytes | None]] = []
-        worker = threading.Thread(
-            target=lambda: output.append(self.engine.api.exec_start(exec_id, demux=True)),
-            daemon=True)
+        out, err = CappedCapture(self.host.output_chars), CappedCapture(self.host.output_chars)
+
+        def pump() -> None:
+            for chunk_out, chunk_err in self.engine.api.exec_start(exec_id, stream=True,
+                                                                   demux=True):
+                if chunk_out:
+                    out.feed(chunk_out)
+                if chunk_err:
+                    err.feed(chunk_err)
+
+        stopped: list[str] = []
+
+        def kill(reason: str) -> None:
+            stopped.append(reason)
+            self.container.restart(timeout=0)
+
+        quota = QuotaWatcher([m.host for m in self.spec.mounts if m.writable],
+                             self.spec.limits, kill, self.host)
+        worker = threading.Thread(target=pump, daemon=True)
         worker.start()
-        worker.join(timeout_s + 5)
+        tracer = self._attach(exec_id, monitor) if monitor is not None else None
+        if monitor is not None and tracer is None:
+            monitor = None
+        quota.start()
+        deadline = started + timeout_s + 5
+        while worker.is_alive() and time.monotonic() < deadline:
+            worker.join(0.25)
+            if worker.is_alive() and not self.engine.api.exec_inspect(exec_id).get("Running"):
+                # the command ended but processes it left behind hold the output open: end
+                # them as bwrap's PID namespace would (a restart kills every process inside)
+                self.container.restart(timeout=0)
+                worker.join(10)
         if worker.is_alive():
             self.container.restart(timeout=0)
             worker.join(10)
-        out, err = output[0] if output else (b"", b"")
+        over = quota.stop()
+        observed: list[Violation] = []
+        if tracer is not None and monitor is not None:
+            try:
+                tracer.wait(30)
+            except subprocess.TimeoutExpired:
+                tracer.kill()
+                tracer.wait()
+            observed += monitor.finish()
         exit_code = self.engine.api.exec_inspect(exec_id).get("ExitCode")
         timed_out = exit_code in (None, 137) and time.monotonic() - started >= timeout_s
+        hit: list[str] = []
+        if over is not None:
+            hit.append("disk")
+            observed.append(Violation(kind=ViolationKind.RESOURCE_LIMIT, source=Source.SANDBOX,
+                                      evidence=over))
+        if exit_code == 137 and not timed_out and over is None:
+            hit.append("memory or processes (killed)")
         return ExecResult(
             exit_code=-9 if timed_out else int(exit_code if exit_code is not None else -1),
-            stdout=clip((out or b"").decode("utf-8", "replace")),
-            stderr=clip((err or b"").decode("utf-8", "replace")),
-            timed_out=timed_out, duration_s=time.monotonic() - started)
+            stdout=clip(out.text(), self.host.output_chars),
+            stderr=clip(err.text(), self.host.output_chars),
+            timed_out=timed_out, duration_s=time.monotonic() - started,
+            observed=observed, monitored=monitor is not None, limits_hit=hit)
+
+    def _attach(self, exec_id: str, monitor: SyscallMonitor) -> subprocess.Popen[bytes] | None:
+        """Attach ``strace`` to the stopped exec process and resume it (None: not possible
+        here — the process is resumed untraced)."""
+        pid = 0
+        for _ in range(500):
+            pid = int(self.engine.api.exec_inspect(exec_id).get("Pid") or 0)
+            if pid and _state(pid) == "T":
+                break
+            time.sleep(0.01)
+        else:
+            if pid:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)
+            return None
+        assert self.strace is not None
+        tracer = subprocess.Popen([*strace_argv(self.strace, monitor.write_fd, attach=pid)],
+                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                  stderr=subprocess.DEVNULL, pass_fds=(monitor.write_fd,))
+        monitor.start()
+        for _ in range(500):
+            if _tracer(pid) or tracer.poll() is not None:
+                break
+            time.sleep(0.01)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
+        if tracer.poll() is not None:  # strace could not attach (no permission)
+            return None
+        return tracer
 
     def close(self) -> None:
         """Remove the container (idempotent)."""
         import docker
 
+        shutil.rmtree(self._etc, ignore_errors=True)
         try:
             self.container.remove(force=True)
         except docker.errors.NotFound:

@@ -1,8 +1,18 @@
-"""Isolation policy: detect breach attempts from the trace (the code) and from the sandbox.
+"""Isolation policy: breaches are decided from what the sandbox *observed*, never from how the
+code looks.
 
-Detection is defence in depth on top of the sandbox itself: the sandbox makes private
-references and other runs unreachable; the detector makes every *attempt* visible so that the
-run is warned once and terminated at the second violation (:class:`IsolationMonitor`).
+* Verdict channel (:func:`scan_result`, :func:`scan_workspace`): the backend's observations
+  (:class:`~tasks_lib.sandbox.base.ExecResult.observed`: refused connections, paths outside the
+  allowed binds, writes outside the writable mounts, namespace/mount/ptrace calls, processes that
+  outlived the sandbox, the disk quota), a host secret appearing in the output, and symlinks left
+  in the workspace that point outside it. See docs/harness.md, "What counts as a breach".
+* Warning channel (:func:`scan_code`): patterns in the code text (paths, sockets, environment
+  dumps...). They are recorded in the trace as warnings only: ``from urllib.parse import
+  urlparse`` or a comment about ``requests.get`` is not a breach.
+
+:class:`IsolationMonitor` counts violating executions: the first earns a warning, the second
+terminates the run; a resource limit the host enforces (disk quota, walk caps) terminates it at
+once.
 """
 
 from __future__ import annotations
@@ -10,41 +20,29 @@ from __future__ import annotations
 import os
 import posixpath
 import re
+import stat
 from enum import StrEnum
 from pathlib import Path
 
-from pydantic import Field
+from tasks_lib.redaction import secret_values
+from tasks_lib.sandbox.base import (
+    HOST_LIMITS,
+    ExecResult,
+    HostLimits,
+    NetworkPolicy,
+    SandboxSpec,
+    Source,
+    Violation,
+    ViolationKind,
+)
+from tasks_lib.sandbox.hostio import iter_tree
 
-from tasks_lib.domain import Frozen
-from tasks_lib.sandbox.base import ExecResult, NetworkPolicy, SandboxSpec
+__all__ = ["IsolationMonitor", "Source", "Verdict", "Violation", "ViolationKind", "scan_code",
+           "scan_result", "scan_workspace"]
 
-
-class ViolationKind(StrEnum):
-    """What a breach attempt tried to do."""
-
-    READ_FORBIDDEN = "read_forbidden"
-    PATH_ESCAPE = "path_escape"
-    PROC_ACCESS = "proc_access"
-    SECRET_ENV = "secret_env"
-    WRITE_OUTSIDE = "write_outside"
-    NETWORK = "network"
-    SANDBOX_ESCAPE = "sandbox_escape"
-    SYMLINK_ESCAPE = "symlink_escape"
-
-
-class Source(StrEnum):
-    """Where a violation was seen."""
-
-    TRACE = "trace"
-    SANDBOX = "sandbox"
-
-
-class Violation(Frozen):
-    """One detected breach attempt."""
-
-    kind: ViolationKind = Field(description="What was attempted.")
-    source: Source = Field(description="Seen in the code (trace) or in the sandbox's behaviour.")
-    evidence: str = Field(description="The matching text or path (secrets never included).")
+TERMINATING = (ViolationKind.RESOURCE_LIMIT, ViolationKind.PROCESS_LEFT,
+               ViolationKind.MONITOR_LOST)
+"""Kinds that end the run at once (no warning first)."""
 
 
 class Verdict(StrEnum):
@@ -75,11 +73,6 @@ _ESCAPE = re.compile(r"\b(mount|umount|nsenter|unshare|chroot|pivot_root|setns|p
 _WRITE_CALL = re.compile(r"(open\(\s*['\"](/[^'\"]+)['\"]\s*,\s*['\"][wax+]"
                          r"|>>?\s*(/[\w./\-]+)|\b(?:tee|touch|mkdir|cp|mv|ln)\b[^;\n|&]*?\s(/[\w./\-]+)\s*(?:$|[;\n|&]))",
                          re.M)
-_SANDBOX_SIGNALS = (("Read-only file system", ViolationKind.WRITE_OUTSIDE),
-                    ("Network is unreachable", ViolationKind.NETWORK),
-                    ("Temporary failure in name resolution", ViolationKind.NETWORK),
-                    ("Name or service not known", ViolationKind.NETWORK))
-
 
 def _inside(path: str, roots: tuple[str, ...]) -> bool:
     return any(path == r or path.startswith(r.rstrip("/") + "/") for r in roots)
@@ -108,7 +101,8 @@ def _path_violations(code: str, spec: SandboxSpec) -> list[Violation]:
 
 
 def scan_code(code: str, spec: SandboxSpec) -> list[Violation]:
-    """Violations visible in the code an agent asked to run (the trace channel)."""
+    """Patterns in the code an agent asked to run: **warnings for the trace only**, never a
+    verdict (the code runs either way and the sandbox's observations decide)."""
     found = _path_violations(code, spec)
     proc = _PROC.search(code)
     if proc and not any(v.kind is ViolationKind.PROC_ACCESS for v in found):
@@ -137,30 +131,40 @@ def scan_code(code: str, spec: SandboxSpec) -> list[Violation]:
     return found
 
 
-def scan_result(result: ExecResult, spec: SandboxSpec) -> list[Violation]:
-    """Violations visible in the sandbox's behaviour: its output and error messages."""
+def scan_result(result: ExecResult, spec: SandboxSpec,
+                secrets: list[str] | None = None) -> list[Violation]:
+    """Breaches the sandbox observed during one execution: the backend's observations plus
+    a host secret (a secret-named environment value of the host) appearing in the output."""
     text = result.stdout + "\n" + result.stderr
-    found = [Violation(kind=ViolationKind.READ_FORBIDDEN, source=Source.SANDBOX, evidence=f)
-             for f in spec.forbidden if f and f in text]
-    found += [Violation(kind=kind, source=Source.SANDBOX, evidence=signal)
-              for signal, kind in _SANDBOX_SIGNALS if signal in text]
+    found = list(result.observed)
+    for secret in secret_values() if secrets is None else secrets:
+        if secret and secret in text:
+            found.append(Violation(kind=ViolationKind.SECRET_ENV, source=Source.SANDBOX,
+                                   evidence="a host secret appeared in the output"))
+            break
     return found
 
 
-def scan_workspace(workspace: Path, allowed_targets: tuple[str, ...] = ()) -> list[Violation]:
-    """Symlinks left in the workspace that point outside it (a trap for the evaluator)."""
+def scan_workspace(workspace: Path, allowed_targets: tuple[str, ...] = (),
+                   limits: HostLimits = HOST_LIMITS) -> list[Violation]:
+    """Symlinks left in the workspace that point outside it (a trap for the evaluator), and a
+    tree deeper or larger than the host walks (a resource limit), by a bounded walk."""
     found: list[Violation] = []
-    for dirpath, dirnames, filenames in os.walk(workspace):
-        for name in dirnames + filenames:
-            path = Path(dirpath) / name
-            if not path.is_symlink():
-                continue
-            target = os.readlink(path)
-            inside = posixpath.normpath(posixpath.join("/workspace", posixpath.relpath(
-                dirpath, workspace), target)) if not target.startswith("/") else target
-            if not _inside(inside, ("/workspace", *allowed_targets)):
-                found.append(Violation(kind=ViolationKind.SYMLINK_ESCAPE, source=Source.SANDBOX,
-                                       evidence=f"{path.relative_to(workspace)} -> {target}"))
+    for item in iter_tree(workspace, limits):
+        if isinstance(item, str):
+            found.append(Violation(kind=ViolationKind.RESOURCE_LIMIT, source=Source.SANDBOX,
+                                   evidence=f"workspace holds {item}"))
+            break
+        if not stat.S_ISLNK(item.mode):
+            continue
+        path = workspace / item.rel
+        target = os.readlink(path)
+        folder = posixpath.dirname(item.rel)
+        inside = posixpath.normpath(posixpath.join("/workspace", folder, target)) \
+            if not target.startswith("/") else target
+        if not _inside(inside, ("/workspace", *allowed_targets)):
+            found.append(Violation(kind=ViolationKind.SYMLINK_ESCAPE, source=Source.SANDBOX,
+                                   evidence=f"{item.rel} -> {target}"))
     return found
 
 
@@ -178,6 +182,8 @@ class IsolationMonitor:
             return Verdict.OK
         self.violations.extend(violations)
         self.strikes += 1
+        if any(v.kind in TERMINATING for v in violations):
+            return Verdict.TERMINATE
         return Verdict.TERMINATE if self.strikes >= self.terminate_at else Verdict.WARN
 
     @property

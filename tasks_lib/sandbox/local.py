@@ -2,27 +2,49 @@
 
 The root is an empty read-only tmpfs; only the system folders, the interpreter and the spec's
 mounts are bound into it. All namespaces are unshared (``--unshare-net`` unless the policy allows
-the network), capabilities are dropped, the environment is cleared and the code runs as an
-unprivileged user in its own PID namespace, so killing ``bwrap`` kills the whole process tree.
+the network; no nested user namespaces), capabilities are dropped, the environment is cleared
+and the code runs as an unprivileged user in its own PID namespace, so killing ``bwrap`` kills
+the whole process tree. Resource limits (:class:`~tasks_lib.sandbox.base.ResourceLimits`): a
+cgroup when the host can create one, ``prlimit`` inside, a size-capped ``/tmp`` and a polled
+disk quota; what the code did is observed by ``strace`` outside the namespaces
+(:mod:`tasks_lib.sandbox.monitor`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
+import threading
 import time
 from pathlib import Path
 
 from tasks_lib.sandbox.base import (
+    HOST_LIMITS,
     SAFE_PATH,
+    CappedCapture,
     ExecResult,
+    HostLimits,
     Language,
     NetworkPolicy,
+    ResourceLimits,
     SandboxSpec,
+    Source,
+    Violation,
+    ViolationKind,
     clip,
     command,
+    sandbox_env,
+)
+from tasks_lib.sandbox.monitor import (
+    Cgroup,
+    QuotaWatcher,
+    SyscallMonitor,
+    strace_argv,
+    strace_path,
 )
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/etc/alternatives", "/etc/ssl")
@@ -32,11 +54,13 @@ class SandboxUnavailableError(RuntimeError):
     """The backend's program or daemon is missing on this machine."""
 
 
-def bwrap_argv(spec: SandboxSpec) -> list[str]:
-    """The ``bwrap`` options for ``spec`` (without the command)."""
+def bwrap_argv(spec: SandboxSpec, extra: list[str] | None = None) -> list[str]:
+    """The ``bwrap`` options for ``spec`` (without the command); ``extra`` options are added
+    after the system folders (e.g. files bound into ``/etc``)."""
     argv = ["bwrap", "--unshare-user", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
             "--unshare-cgroup-try", "--uid", "1000", "--gid", "1000", "--cap-drop", "ALL",
-            "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox"]
+            "--die-with-parent", "--new-session", "--clearenv", "--hostname", "sandbox",
+            "--disable-userns"]
     if spec.network is NetworkPolicy.NONE:
         argv.append("--unshare-net")
     for folder in SYSTEM_DIRS:
@@ -44,50 +68,136 @@ def bwrap_argv(spec: SandboxSpec) -> list[str]:
             argv += ["--symlink", os.readlink(folder), folder]
         elif Path(folder).exists():
             argv += ["--ro-bind", folder, folder]
-    argv += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
+    argv += ["--proc", "/proc", "--dev", "/dev",
+             "--size", str(spec.limits.tmp_mb * 2**20), "--tmpfs", "/tmp", *(extra or [])]
     for folder in spec.runtime:  # after /tmp: the runtime may live under it (a clone in /tmp)
         argv += ["--ro-bind", folder, folder]
     for mount in spec.mounts:
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir]
-    env = {"PATH": f"{Path(spec.python).parent}:{SAFE_PATH}", "HOME": spec.workdir,
-           "LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "MPLBACKEND": "Agg",
-           "MPLCONFIGDIR": "/tmp", **spec.env}
+    env = sandbox_env(spec)
     for name, value in env.items():
         argv += ["--setenv", name, value]
     return argv
 
 
-class BwrapSandbox:
-    """A :class:`~tasks_lib.sandbox.base.Sandbox` built from bubblewrap namespaces."""
+def prlimit_argv(limits: ResourceLimits) -> list[str]:
+    """``prlimit`` run *inside* the namespaces (so the process count is the sandbox's own):
+    address space, processes, CPU time, file size, open files; no core dumps."""
+    prlimit = shutil.which("prlimit")
+    if prlimit is None:
+        return []
+    cap = limits.memory_mb * 2**20
+    return [prlimit, f"--as={cap}", f"--nproc={limits.pids}", f"--cpu={limits.cpu_s}",
+            f"--fsize={limits.file_mb * 2**20}", f"--nofile={limits.nofile}", "--core=0", "--"]
 
-    def __init__(self, spec: SandboxSpec) -> None:
+
+HOSTS = "127.0.0.1 localhost sandbox\n::1 localhost ip6-localhost\n"
+NSSWITCH = "passwd: files\ngroup: files\nhosts: files dns\n"
+"""Name files inside: the sandbox resolves its own name and localhost without a DNS query."""
+
+
+def etc_files() -> Path:
+    """A fresh temporary folder holding the sandbox's ``/etc`` name files (the caller removes
+    it): hosts, nsswitch.conf, passwd, group."""
+    folder = Path(tempfile.mkdtemp(prefix="medflows-etc-"))
+    files = {"hosts": HOSTS, "nsswitch.conf": NSSWITCH,
+             "passwd": "sandbox:x:1000:1000::/workspace:/bin/sh\n", "group": "sandbox:x:1000:\n"}
+    for name, text in files.items():
+        (folder / name).write_text(text, encoding="utf-8")
+        os.chmod(folder / name, 0o444)
+    os.chmod(folder, 0o755)
+    return folder
+
+
+class BwrapSandbox:
+    """A :class:`~tasks_lib.sandbox.base.Sandbox` built from bubblewrap namespaces.
+
+    Each execution: [cgroup] → [strace, outside the namespaces] → bwrap → prlimit → command;
+    stdout/stderr are drained into capped buffers, the writable mounts' disk use is polled.
+    """
+
+    def __init__(self, spec: SandboxSpec, host: HostLimits = HOST_LIMITS,
+                 monitor: bool = True) -> None:
         if shutil.which("bwrap") is None:
             raise SandboxUnavailableError("bwrap not found: install the Debian package bubblewrap")
-        self.spec = spec
-        self._prefix = bwrap_argv(spec)
+        self.spec, self.host = spec, host
+        self.strace = strace_path() if monitor else None
+        self._etc = etc_files()
+        extra: list[str] = []
+        for path in sorted(self._etc.iterdir()):
+            extra += ["--ro-bind", str(path), f"/etc/{path.name}"]
+        self._prefix = bwrap_argv(spec, extra)
+
+    def _argv(self, language: Language, code: str, monitor: SyscallMonitor | None,
+              cgroup: Cgroup | None) -> list[str]:
+        argv = [*self._prefix, *prlimit_argv(self.spec.limits), *command(self.spec, language, code)]
+        if monitor is not None and self.strace is not None:
+            argv = [*strace_argv(self.strace, monitor.write_fd), *argv]
+        if cgroup is not None:
+            argv = [*cgroup.enter_argv(), *argv]
+        return argv
 
     def execute(self, language: Language, code: str, timeout_s: float) -> ExecResult:
-        """Run ``code``; at ``timeout_s`` the process group (and its PID namespace) is killed."""
+        """Run ``code``; at ``timeout_s`` (or past the disk quota) the process group and its
+        PID namespace are killed."""
         started = time.monotonic()
-        proc = subprocess.Popen(
-            [*self._prefix, *command(self.spec, language, code)], stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-            env={"PATH": SAFE_PATH},
-        )
+        monitor = SyscallMonitor(self.spec, self.host) if self.strace else None
+        cgroup = Cgroup.create(self.spec.limits)
+        try:
+            proc = subprocess.Popen(
+                self._argv(language, code, monitor, cgroup), stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
+                env={"PATH": SAFE_PATH},
+                pass_fds=(monitor.write_fd,) if monitor is not None else ())
+        except BaseException:
+            if cgroup is not None:
+                cgroup.close()
+            raise
+        if monitor is not None:
+            monitor.start()
+        out, err = CappedCapture(self.host.output_chars), CappedCapture(self.host.output_chars)
+        readers = [threading.Thread(target=c.drain, args=(s,), daemon=True)
+                   for c, s in ((out, proc.stdout), (err, proc.stderr))]
+        for reader in readers:
+            reader.start()
+
+        def kill(_reason: str = "") -> None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+
+        writable = [m.host for m in self.spec.mounts if m.writable]
+        quota = QuotaWatcher(writable, self.spec.limits, kill, self.host)
+        quota.start()
         timed_out = False
         try:
-            out, err = proc.communicate(timeout=max(timeout_s, 0.1))
+            proc.wait(timeout=max(timeout_s, 0.1))
         except subprocess.TimeoutExpired:
             timed_out = True
-            os.killpg(proc.pid, signal.SIGKILL)
-            out, err = proc.communicate()
+            kill()
+            proc.wait()
+        over = quota.stop()
+        for reader in readers:
+            reader.join(10)
+        observed = monitor.finish() if monitor is not None else []
+        hit: list[str] = []
+        if cgroup is not None:
+            hit = cgroup.limits_hit()
+            left = cgroup.close()
+            if left:
+                observed.append(Violation(kind=ViolationKind.PROCESS_LEFT, source=Source.SANDBOX,
+                                          evidence=f"{len(left)} processes outlived the sandbox"))
+        if over is not None:
+            hit.append("disk")
+            observed.append(Violation(kind=ViolationKind.RESOURCE_LIMIT, source=Source.SANDBOX,
+                                      evidence=over))
         return ExecResult(
             exit_code=-9 if timed_out else proc.returncode,
-            stdout=clip(out.decode("utf-8", "replace")),
-            stderr=clip(err.decode("utf-8", "replace")),
+            stdout=clip(out.text(), self.host.output_chars),
+            stderr=clip(err.text(), self.host.output_chars),
             timed_out=timed_out, duration_s=time.monotonic() - started,
-        )
+            observed=observed, monitored=monitor is not None, limits_hit=hit)
 
     def close(self) -> None:
-        """Nothing persists between executions."""
+        """Remove the sandbox's name files (nothing else persists between executions)."""
+        shutil.rmtree(self._etc, ignore_errors=True)

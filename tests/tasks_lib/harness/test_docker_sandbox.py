@@ -40,6 +40,12 @@ def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
         assert slow.timed_out and slow.duration_s < 15
         assert (tmp_path / "workspace" / "early").exists()
         assert not (tmp_path / "workspace" / "late").exists()
+        # background processes end with the command (as in bwrap's PID namespace)
+        left = sandbox.execute(Language.BASH, "sleep 60 & echo started", 60)
+        assert left.stdout == "started\n" and left.duration_s < 15 and not left.timed_out
+        assert sandbox.execute(Language.BASH, "pgrep -c sleep || true", 30).stdout == "1\n"
+        # monitored by effect: the network attempt is observed, not read from the code
+        assert net.monitored and [v.kind.value for v in net.observed] == ["network"]
     finally:
         sandbox.close()
 

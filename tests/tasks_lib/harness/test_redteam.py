@@ -1,4 +1,5 @@
-"""Red-team corpus against the real bubblewrap sandbox: 0 bypasses, every attempt detected."""
+"""Red-team corpus against the real sandbox: 0 bypasses, every attempt with an effect detected
+from what the sandbox observed (never from the code text), and 0 breaches on the honest corpus."""
 
 from __future__ import annotations
 
@@ -90,6 +91,8 @@ def arena(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Arena]:
 
 def _fill(code: str, arena: Arena) -> str:
     return (code.replace("{private_b64}", base64.b64encode(str(arena.private).encode()).decode())
+            .replace("{private_hex}", str(arena.private).encode().hex())
+            .replace("{private_rev}", str(arena.private)[::-1])
             .replace("{private}", str(arena.private)).replace("{other_ws}", str(arena.other_ws))
             .replace("{host_out}", str(arena.host_out)).replace("{secret_env}", SECRET_ENV)
             .replace("{port}", str(arena.listener.port)))
@@ -116,7 +119,7 @@ def _leaked_into(folder: Path) -> bool:
 
 
 def test_corpus_is_large_and_varied() -> None:
-    assert len(CORPUS) >= 30
+    assert len(CORPUS) >= 75
     assert len({a["id"] for a in CORPUS}) == len(CORPUS)
     assert {a["category"] for a in CORPUS} >= {"path_traversal", "symlink", "proc", "environment",
                                                 "absolute_path", "network", "evaluator_network"}
@@ -146,8 +149,13 @@ def test_attempt_is_blocked_and_detected(attempt: dict[str, Any], backend: str, 
     assert (arena.private / "secret.txt").read_text() == CANARY
 
     workspace = tmp_path / ("output" if evaluator else "workspace")
-    detected = scan_code(code, spec) + scan_result(result, spec) + scan_workspace(workspace)
-    assert detected, f"attempt {attempt['id']} went unnoticed: {result}"
+    if attempt.get("observable", True):
+        detected = scan_result(result, spec) + scan_workspace(workspace)
+        assert result.monitored, "the syscall monitor must watch the attempt"
+        assert detected, f"attempt {attempt['id']} went unnoticed: {result}"
+    else:  # no effect to observe (the environment is cleared): a pattern warning at most
+        assert scan_result(result, spec) == [], result.observed
+        assert scan_code(code, spec), f"attempt {attempt['id']} gave no pattern warning"
 
 
 def test_legitimate_work_is_not_flagged(arena: Arena, tmp_path: Path) -> None:
