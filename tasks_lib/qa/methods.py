@@ -13,6 +13,7 @@ import functools
 import random
 from collections import Counter
 from collections.abc import Callable, Sequence
+from typing import Literal
 
 from pydantic import Field
 
@@ -34,6 +35,11 @@ class MethodContext(Frozen):
     seed: int = Field(default=0, description="Seed for shuffles and sampling.")
     samples: int = Field(default=5, ge=1, description="Samples for self-consistency.")
     sample_temperature: float = Field(default=0.7, description="Temperature of sampled calls.")
+    extractor: Literal["llm", "regex"] = Field(
+        default="llm", description="Answer extractor of the paper methods (medagents, mdagents): "
+        "'llm' (the paper's JSON-schema model call) or 'regex' (offline, no call).")
+    extractor_model: str = Field(default="gpt-4o-mini",
+                                 description="litellm model string of the 'llm' extractor.")
 
 
 class MethodResult(Frozen):
@@ -45,6 +51,17 @@ class MethodResult(Frozen):
     prompt_tokens: int = Field(description="Input tokens over all calls.")
     completion_tokens: int = Field(description="Output tokens over all calls.")
     latency_s: float = Field(description="Wall time over all calls.")
+    extractor: str | None = Field(
+        default=None, description="Who decided the answer: 'llm:<model>', 'regex', "
+        "'regex-fallback', 'option-regex' (MedAgents' 'Option: X'); None = the method's regex.")
+    extractor_calls: int = Field(default=0, description="Of `calls`, those made by the answer "
+                                 "extractor's model (priced at that model, not the agent's).")
+    extractor_prompt_tokens: int = Field(default=0, description="Of `prompt_tokens`, the "
+                                         "extractor's.")
+    extractor_completion_tokens: int = Field(default=0, description="Of `completion_tokens`, "
+                                             "the extractor's.")
+    trace: dict[str, str] = Field(default_factory=dict, description="Method-specific facts for "
+                                  "the trace (e.g. MDAgents' route).")
 
 
 Method = Callable[[PublicQAItem, str, CompletionFn, MethodContext], MethodResult]
@@ -212,3 +229,9 @@ def medprompt(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
     answer = majority(votes)
     raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
     return t.result(answer, raw)
+
+
+# The paper's multi-agent methods register themselves in METHODS on import; importing them here
+# (after everything they use is defined) registers them wherever METHODS is used.
+import tasks_lib.qa.mdagents  # noqa: E402
+import tasks_lib.qa.medagents  # noqa: E402, F401

@@ -32,7 +32,7 @@ from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
 from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion, call_scope
 from tasks_lib.pricing import PriceSnapshot
-from tasks_lib.qa.methods import METHODS, Method, MethodContext
+from tasks_lib.qa.methods import METHODS, Method, MethodContext, MethodResult
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 from tasks_lib.redaction import redact, secret_values
@@ -60,6 +60,11 @@ class QAAnswer(Frozen):
     new_cost_usd: float | None = Field(
         default=None, description="USD this execution newly paid for the item (cache hits are "
         "free); None when unpriced or replayed.")
+    extractor: str | None = Field(
+        default=None, description="Who decided the answer ('llm:<model>', 'regex', "
+        "'regex-fallback', 'option-regex'); None = the method's built-in regex or a replay.")
+    trace: dict[str, str] = Field(default_factory=dict, description="Method-specific facts "
+                                  "(e.g. the MDAgents route).")
 
     @property
     def key(self) -> str:
@@ -189,11 +194,25 @@ def ask_item(agent: AgentSpec, method: Method, item: PublicQAItem, complete: Com
         dataset=item.dataset, realidx=item.realidx, answer=result.answer, raw=result.raw,
         calls=result.calls, prompt_tokens=result.prompt_tokens,
         completion_tokens=result.completion_tokens, time_s=time.perf_counter() - started,
-        cost_usd=prices.cost(agent.model, result.prompt_tokens, result.completion_tokens),
+        cost_usd=_priced(prices, agent.model, ctx, result),
         cache_hits=scope.cache_hits,
         new_cost_usd=prices.cost(agent.model, scope.new_prompt_tokens,
                                  scope.new_completion_tokens),
+        extractor=result.extractor, trace=result.trace,
     )
+
+
+def _priced(prices: PriceSnapshot, model: str, ctx: MethodContext,
+            result: MethodResult) -> float | None:
+    """The item's cost as the paper counts it: the method's calls at the agent model's price,
+    the answer extractor's calls at the extractor model's."""
+    own = prices.cost(model, result.prompt_tokens - result.extractor_prompt_tokens,
+                      result.completion_tokens - result.extractor_completion_tokens)
+    if not result.extractor_calls:
+        return own
+    extracted = prices.cost(ctx.extractor_model, result.extractor_prompt_tokens,
+                            result.extractor_completion_tokens)
+    return None if own is None or extracted is None else own + extracted
 
 
 class RunLimits(Frozen):
@@ -263,12 +282,14 @@ def run_method(
     complete = complete or LiteLLMCompletion.for_run(
         agent.params, (options or CallOptions()).model_copy(update={"max_connections": limit}))
     seed = int(agent.params.get("seed", 0))
+    extraction = {k: str(agent.params[k]) for k in ("extractor", "extractor_model")
+                  if agent.params.get(k) is not None}
     tally = _Totals(agent, len(items), limits, progress)
 
     def ask(it: PublicQAItem) -> tuple[QAAnswer, RunProgress] | None:
         if not tally.may_start():
             return None
-        ctx = MethodContext(exemplars=exemplars.get(it.dataset, []), seed=seed)
+        ctx = MethodContext(exemplars=exemplars.get(it.dataset, []), seed=seed, **extraction)
         answer = ask_item(agent, method, it, complete, ctx, prices, replicate)
         return answer, tally.finished(answer)  # counted before this worker starts another
 
