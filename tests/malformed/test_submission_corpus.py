@@ -33,6 +33,7 @@ from support.malformed_submissions import (
     imaging_corpus,
     qa_corpus,
 )
+from support.memory import PEAK_SNIPPET
 
 from evaluators.core import RunStatus, Track
 from tasks_lib.agents import replay_agent
@@ -321,7 +322,7 @@ def test_challenge_case(case: MalformedChallenge, tmp_path: Path) -> None:
 # --- memory: the bombs in a subprocess ----------------------------------------------------------
 
 CHILD = textwrap.dedent("""
-    import json, resource, sys
+    import json, sys
     from pathlib import Path
     jobs = json.loads(sys.argv[1])
     from tasks_lib.imaging.kit import imaging_kit
@@ -345,9 +346,9 @@ CHILD = textwrap.dedent("""
             got = kit_for("challenge").score(RunRecord.model_validate(job["run"]),
                                              Path(job["sub"]))
             out.append([got.invalid_reason])
-    peak_kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"peak_bytes": peak_kib * 1024, "reasons": out}))
-""")
+    peak = PEAK
+    print(json.dumps({"peak_bytes": peak, "reasons": out}))
+""").replace("PEAK", PEAK_SNIPPET)  # the child's own peak (ru_maxrss survives fork + exec)
 
 
 def test_bombs_stay_under_one_gib(built: dict[str, Built], tmp_path: Path) -> None:

@@ -28,6 +28,7 @@ from support.malformed_qa_inputs import (
     questions_with,
     write,
 )
+from support.memory import PEAK_SNIPPET
 from support.paths import QA_SOURCE
 from typer.testing import CliRunner, Result
 
@@ -253,7 +254,7 @@ def test_cli_on_recorded_predictions(case: QACase, tmp_path: Path) -> None:
 # ------------------------------------------------------------- real processes, peak memory
 
 RUNNER = """
-import contextlib, io, json, resource, sys, traceback
+import contextlib, io, json, sys, traceback
 from flows.cli import _environment
 _environment()
 from flows.cli import qa
@@ -266,11 +267,11 @@ for args in json.loads(sys.argv[1]):
             code = app(args, standalone_mode=False)
         except BaseException:
             tb = traceback.format_exc()
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    peak = PEAK
     out.append({"code": code or 0, "stdout": stdout.getvalue(), "stderr": stderr.getvalue(),
                 "traceback": tb, "peak": peak})
 print(json.dumps(out))
-"""
+""".replace("PEAK", PEAK_SNIPPET)  # the child's own peak (ru_maxrss survives fork + exec)
 
 SUBPROCESS_CASES = [c for c in CASES if c.bomb or c.name in ("realidx-5000-digits",
                                                             "truncated-csv-gz",
