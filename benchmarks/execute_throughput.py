@@ -2,9 +2,11 @@
 
 Starts the test suite's OpenAI-compatible server (``tests/support/openai_server.py``) in its own
 process (as a provider is: it must not share this process's interpreter lock) on 127.0.0.1 with a
-fixed latency L = 0.25 s per call, then runs the zero_shot method (1 call per
-item) and cot_sc (5 sampled calls per item, asked concurrently inside the item) through the real
-litellm path on ``N_ITEMS`` synthetic items, each twice, with the call cache off:
+fixed latency L = 0.25 s per call, then runs the zero_shot method (the paper's: 1 call and 1
+answer-extractor call per item) and cot_sc (the paper's: 5 CoT calls asked concurrently inside the
+item, each followed by its extractor call, then an ensemble call and its extractor call: 12 calls)
+through the real litellm path on ``N_ITEMS`` synthetic items, each twice, with the call cache off
+(the provider answers extractor requests, which carry a ``response_format``, with JSON):
 
 1. serially (agent param ``max_connections=1``), and
 2. at ``max_connections=16``.
@@ -13,11 +15,12 @@ With L fixed, no client can exceed ``max_connections / L`` calls/s (64 calls/s a
 run's calls/s, the limit and the ratios, and checks that the concurrent answers equal the serial
 ones; the last line is ``RESULT zero_shot_speedup=… zero_shot_fraction=… cot_sc_speedup=…
 cot_sc_fraction=… calls_per_s=…`` (target: fractions ≥ 0.8, i.e. speed-ups ≥ 12×).
-Run: ``.venv/bin/python benchmarks/execute_throughput.py`` (≈ 6 minutes, mostly the serial runs).
+Run: ``.venv/bin/python benchmarks/execute_throughput.py`` (≈ 15 minutes, mostly the serial runs).
 """
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -68,8 +71,11 @@ def _run(base_url: str, method: str, connections: int, items: list[PublicQAItem]
 
 
 def _reply(body: dict[str, object]) -> str:
-    """A letter that depends on the question (and on nothing else), so answers are checkable."""
+    """A letter that depends on the question (and on nothing else), so answers are checkable; an
+    extractor request gets the letter of the reply it shows as the JSON the schema asks for."""
     question = str(body["messages"][-1]["content"])  # type: ignore[index]
+    if "response_format" in body:
+        return json.dumps({"answer_idx": question[question.rindex("(") + 1]})
     return f"The answer is ({'ABCD'[sum(map(ord, question)) % 4]})."
 
 

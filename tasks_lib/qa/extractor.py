@@ -20,6 +20,7 @@ whole item and dropped it after 3 failures; we keep the item and say so). Provid
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Protocol, runtime_checkable
 
@@ -135,7 +136,7 @@ class LLMExtractor:
             reply = complete(self.model, [Message(role="user", content=prompt)])
         answer, thinking, refused = parse_extraction(reply.text.strip(), letters)
         if refused:
-            return Extraction(answer=extract_answer(text, options), extractor=REGEX_FALLBACK,
+            return Extraction(answer=regex_pick(text, options), extractor=REGEX_FALLBACK,
                               refused=refused, completion=reply)
         return Extraction(answer=answer, extractor=self.name, thinking=thinking,
                           completion=reply)
@@ -148,7 +149,20 @@ class RegexExtractor:
 
     def __call__(self, text: str, options: Mapping[str, str], complete: CompletionFn
                  ) -> Extraction:
-        return Extraction(answer=extract_answer(text, options), extractor=REGEX)
+        return Extraction(answer=regex_pick(text, options), extractor=REGEX)
+
+
+_INDEX = re.compile(r"(?<![\w.])(\d+)(?![\w.])")
+
+
+def regex_pick(text: str, options: Mapping[str, str]) -> str | None:
+    """The regex's letter (:func:`evaluators.qa.extract_answer`), or, when the keys are indices
+    ("0", "1", … as in MedPrompt's vote over candidate solutions), the last standalone number that
+    is one of them."""
+    if options and all(k.isdigit() for k in options):
+        found = [n for n in _INDEX.findall(text or "") if n in options]
+        return found[-1] if found else None
+    return extract_answer(text, options)
 
 
 def llm_extractor(model: str = DEFAULT_EXTRACTOR_MODEL, thinking: bool = False) -> LLMExtractor:
@@ -160,10 +174,77 @@ regex_extractor = RegexExtractor()
 """The offline alternative (no call)."""
 
 
-def extractor_for(kind: str, model: str = DEFAULT_EXTRACTOR_MODEL) -> Extractor:
-    """``'llm'`` → :func:`llm_extractor` of ``model``; ``'regex'`` → :data:`regex_extractor`."""
+def extractor_for(kind: str, model: str = DEFAULT_EXTRACTOR_MODEL, thinking: bool = False
+                  ) -> Extractor:
+    """``'llm'`` → :func:`llm_extractor` of ``model`` (asking for ``thinking`` too when set);
+    ``'regex'`` → :data:`regex_extractor`."""
     if kind == "llm":
-        return llm_extractor(model)
+        return llm_extractor(model, thinking)
     if kind == REGEX:
         return regex_extractor
     raise ValueError(f"unknown extractor {kind!r} (llm or regex)")
+
+
+class Review(Frozen):
+    """What an extractor read from a Self-Refine review."""
+
+    ok: bool | None = Field(description="The review's verdict: True (the solution stands), False "
+                            "(revise), None (none found).")
+    explanation: str = Field(description="The feedback handed to the revision.")
+    extractor: str = Field(description="Who decided: 'llm:<model>', 'regex', 'regex-fallback'.")
+    refused: str | None = Field(default=None, description="Why the model extractor's reply was "
+                                "refused (None when accepted or not asked).")
+    completion: Completion | None = Field(default=None, description="The extractor's call.")
+
+
+REVIEW_SCHEMA: dict[str, Any] = {
+    "name": "answer_response", "strict": True,
+    "schema": {"type": "object",
+               "properties": {"explanation": {"type": "string"},
+                              "review_result": {"type": "boolean"}},
+               "required": ["explanation", "review_result"], "additionalProperties": False}}
+"""The paper's Self-Refine review schema (``explanation`` + boolean ``review_result``)."""
+
+_VERDICT = re.compile(r"\b(true|false)\b", re.IGNORECASE)
+
+
+def regex_review(text: str) -> bool | None:
+    """The last standalone True/False of a review (case-insensitive); None if there is none."""
+    found = _VERDICT.findall(text or "")
+    return found[-1].lower() == "true" if found else None
+
+
+def review_prompt(text: str) -> str:
+    """The review extractor's instruction. The paper's (c5bf425) is garbled by operator
+    precedence (the review text never reaches the extractor); this is the well-formed intent."""
+    return ("You are an answer extractor. Extract the review result from the text below. Only "
+            'return the answer as a JSON object following this format: {"explanation": '
+            '"<explanation>", "review_result": <review_result>}, where <explanation> is the '
+            "feedback of the review and <review_result> is true if the review returns True (the "
+            "solution is correct) and false if it returns False.\nText:\n" + text)
+
+
+def extract_review(text: str, kind: str, model: str, complete: CompletionFn) -> Review:
+    """Self-Refine's review verdict: the paper's JSON-schema model call (``kind='llm'``), the
+    regex (``'regex'``), or the regex after a refused reply (``'regex-fallback'``)."""
+    if kind == REGEX:
+        return Review(ok=regex_review(text), explanation=text, extractor=REGEX)
+    if kind != "llm":
+        raise ValueError(f"unknown extractor {kind!r} (llm or regex)")
+    prompt = review_prompt(text)
+    if isinstance(complete, ChatFn):
+        reply = complete.chat(model, [{"role": "user", "content": prompt}], temperature=0.0,
+                              response_format={"type": "json_schema", "json_schema": REVIEW_SCHEMA})
+    else:
+        reply = complete(model, [Message(role="user", content=prompt)])
+    try:
+        data = json.loads(reply.text.strip())
+    except ValueError:
+        data = None
+    if isinstance(data, dict) and isinstance(data.get("review_result"), bool):
+        explanation = data.get("explanation")
+        return Review(ok=data["review_result"],
+                      explanation=explanation if isinstance(explanation, str) else text,
+                      extractor=f"llm:{model}", completion=reply)
+    return Review(ok=regex_review(text), explanation=text, extractor=REGEX_FALLBACK,
+                  refused="reply has no boolean review_result", completion=reply)

@@ -56,8 +56,7 @@ import random
 import re
 from collections.abc import Callable, Sequence
 
-from tasks_lib.llm import Completion, CompletionFn, Message, gather
-from tasks_lib.qa.extractor import Extraction, extractor_for
+from tasks_lib.llm import CompletionFn, Message, gather
 from tasks_lib.qa.methods import METHODS, MethodContext, MethodResult, _Tally
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
@@ -89,33 +88,12 @@ RATIONALE = ("Below is an example of medical knowledge question and answer. Afte
 
 
 class _ChatTally(_Tally):
-    """A tally that also sends whole conversations and runs the answer extractor."""
-
-    def __init__(self, model: str, complete: CompletionFn) -> None:
-        super().__init__(model, complete)
-        self.extractions: list[Extraction] = []
+    """A tally that also sends whole conversations."""
 
     def converse(self, messages: Sequence[Message], temperature: float) -> str:
         reply = self.complete(self.model, list(messages), temperature=temperature)
         self.calls.append(reply)
         return reply.text
-
-    def extract(self, text: str, item: PublicQAItem, ctx: MethodContext) -> Extraction:
-        found = extractor_for(ctx.extractor, ctx.extractor_model)(text, item.options,
-                                                                  self.complete)
-        if found.completion is not None:
-            self.calls.append(found.completion)
-        self.extractions.append(found)
-        return found
-
-    def finish(self, found: Extraction, raw: str, trace: dict[str, str]) -> MethodResult:
-        mine: list[Completion] = [e.completion for e in self.extractions if e.completion]
-        return self.result(found.answer, raw).model_copy(update={
-            "extractor": found.extractor, "extractor_calls": len(mine),
-            "extractor_prompt_tokens": sum(c.prompt_tokens for c in mine),
-            "extractor_completion_tokens": sum(c.completion_tokens for c in mine),
-            "trace": {**trace, **({"extractor_refused": found.refused} if found.refused else {})},
-        })
 
 
 class _Agent:
@@ -418,7 +396,7 @@ def _mdagents(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
         decision, trace = _intermediate(t, item, question, ctx, rng)
     else:
         decision, trace = _advanced(t, question)
-    found = t.extract(decision, item, ctx)
+    found = t.extract(decision, item.options, ctx)
     return t.finish(found, decision, {"route": route, **trace})
 
 

@@ -1,8 +1,9 @@
 """`kill -9` of `medflows execute qa` halfway through a live run, then the same command again.
 
-The provider is the test server (0.1 s a call). The first process is killed while the server
+The provider is the test server (0.1 s a call); every item is 2 requests (the CoT call and the
+paper's answer extractor, which gets a JSON reply). The first process is killed while the server
 holds its next requests unanswered, after it has answered (and the client has cached) about half
-the items. The second process resumes: the server never answers the same request twice (a request
+the requests. The second process resumes: the server never answers the same request twice (a request
 it never answered is asked again: nobody paid for it), the answers and the score equal those of an
 uninterrupted run in a separate storage root and ledger, and the ledger holds one run row.
 """
@@ -29,11 +30,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
 AGENT = "gpt-4o-mini@cot"
 N_ITEMS = 40
-HOLD_AFTER = 20
+CALLS_PER_ITEM = 2  # the CoT call + the extractor call
+HOLD_AFTER = N_ITEMS * CALLS_PER_ITEM // 2
 
 
 class Provider:
-    """Answers with a letter derived from the question; can hold requests (never answer them)."""
+    """Answers with a letter derived from the question (extractor requests: that letter as JSON);
+    can hold requests (never answer them)."""
 
     def __init__(self) -> None:
         self.answered: list[str] = []
@@ -58,10 +61,16 @@ class Provider:
             self.discard.wait(timeout=120)
             raise Transient()  # the client that asked is dead; this reply reaches no one
         question = str(body["messages"][-1]["content"])
-        letter = "ABCD"[sum(map(ord, question)) % 4]
+        if "response_format" in body:  # the extractor, shown the reply below
+            reply = json.dumps({"thinking": "step by step",
+                                "answer_idx": question[question.rindex("(") + 1]})
+        else:  # the reply names the item, so no two items send the same extractor request
+            number = sum(map(ord, question))
+            reply = (f"Considering the findings of case {number} step by step. "
+                     f"The answer is ({'ABCD'[number % 4]}).")
         with self.lock:
             self.answered.append(self.key(body))
-        return f"Considering the findings step by step. The answer is ({letter})."
+        return reply
 
 
 def _env(root: Path, api_url: str, base_url: str) -> dict[str, str]:
@@ -133,16 +142,17 @@ def test_killed_live_run_resumes_without_asking_twice(tmp_path: Path) -> None:
         with contextlib.suppress(ProcessLookupError):  # what the killed process left behind
             os.killpg(first.pid, signal.SIGKILL)
         answered_before_kill = len(provider.answered)
-        assert HOLD_AFTER <= answered_before_kill < N_ITEMS and provider.held >= 1
+        assert HOLD_AFTER <= answered_before_kill < N_ITEMS * CALLS_PER_ITEM
+        assert provider.held >= 1
         assert _run_rows(killed_root) == []  # killed before it recorded the run
 
         provider.discard.set()
         resumed = _finish(_execute(pool, env, tmp_path / "second.log"),
                           tmp_path / "second.log")
 
-    assert len(reference_answered) == N_ITEMS
+    assert len(reference_answered) == N_ITEMS * CALLS_PER_ITEM
     repeats = [k for k, n in Counter(provider.answered).items() if n > 1]
-    assert repeats == [] and len(provider.answered) == N_ITEMS
+    assert repeats == [] and len(provider.answered) == N_ITEMS * CALLS_PER_ITEM
     [ref_run], [run] = reference, resumed
     assert run["run_id"] == ref_run["run_id"] and run["status"] == "completed"
     assert run["cache_hits"] == answered_before_kill

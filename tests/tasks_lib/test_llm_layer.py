@@ -54,8 +54,10 @@ def _responder(body: dict[str, Any]) -> str:
 
 
 def _agent(base_url: str, method: str = "zero_shot", **params: str | int) -> AgentSpec:
+    """A live agent on the fake endpoint; the regex extractor (no extractor call): these tests are
+    about the call layer, one request per model call."""
     return AgentSpec(agent_id=f"fake@{method}", harness=Harness.QA_METHOD, model="openai/fake",
-                     method=method, params={"api_base": base_url, **params})
+                     method=method, params={"api_base": base_url, "extractor": "regex", **params})
 
 
 def _comparable(answers: list[QAAnswer]) -> list[dict[str, Any]]:
@@ -195,9 +197,12 @@ def test_second_run_is_served_from_the_cache(isolated: Path) -> None:
 
     items = _items(4)
     with FakeOpenAIServer(sampling) as srv:
-        first = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot()).answers
+        # the sampled variant: five samples of one prompt at the sampling temperature
+        first = run_agent(_agent(srv.base_url, "cot_sc_vote"), items, {},
+                          price_snapshot()).answers
         sent = len(srv.requests)
-        second = run_agent(_agent(srv.base_url, "cot_sc"), items, {}, price_snapshot()).answers
+        second = run_agent(_agent(srv.base_url, "cot_sc_vote"), items, {},
+                           price_snapshot()).answers
     assert sent == 4 * 5  # the five samples of one prompt are five entries, not one
     assert len(srv.requests) == sent
     assert _comparable(first) == _comparable(second)

@@ -68,7 +68,8 @@ def test_time_budget_ends_the_run_as_timeout(tmp_path: Path,
     with FakeOpenAIServer(responder) as srv:
         agent = AgentSpec(agent_id="slow@zero_shot", harness=Harness.QA_METHOD,
                           model="openai/slow", method="zero_shot",
-                          params={"api_base": srv.base_url, "max_connections": 1})
+                          params={"api_base": srv.base_url, "max_connections": 1,
+                                  "extractor": "regex"})
         capped = _execute(agent, pool, digest, 0, time_budget_s=1)
         free = _execute(agent, pool, digest, 1, time_budget_s=600)
     assert capped.status is RunStatus.TIMEOUT and capped.replicate == 0
@@ -85,28 +86,35 @@ def test_cost_budget_stops_a_run_partial_and_a_larger_budget_resumes_it(
     """gpt-4o-mini is priced in the snapshot: a budget of items 1–2 plus half of item 3 stops
     after 3 items (the third starts below the budget; items start one at a time here); re-running
     with a larger budget asks only the 3 missing items (the rest come from the call cache,
-    free)."""
+    free). Every item is 2 requests: the zero-shot call and the paper's extractor call (priced at
+    the extractor model, gpt-4o-mini too)."""
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
     monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
     reset_settings()
     pool, digest = _pool(tmp_path)
-    with FakeOpenAIServer(lambda body: "The answer is (A).") as srv:
+    def responder(body: dict) -> str:  # type: ignore[type-arg]
+        if "response_format" in body:  # the extractor
+            return '{"answer_idx": "A"}'
+        question = str(body["messages"][-1]["content"]).split("Question:\n")[1][:40]
+        return f"The answer is (A): {question}"  # item-specific, so is its extractor request
+
+    with FakeOpenAIServer(responder) as srv:
         agent = AgentSpec(agent_id="mini@zero_shot", harness=Harness.QA_METHOD,
                           model="openai/gpt-4o-mini", method="zero_shot",
                           params={"api_base": srv.base_url, "max_connections": 1})
         whole = _execute(agent, pool, digest, 0, max_cost_usd=1.0)  # a budget never reached
         costs = [a["cost_usd"] for a in
                  run_store(whole.run_id).read_jsonl(f"{SUBMISSION}/answers.jsonl")]
-        assert len(costs) == 6 and min(costs) > 0 and len(srv.requests) == 6
+        assert len(costs) == 6 and min(costs) > 0 and len(srv.requests) == 2 * 6
         budget = costs[0] + costs[1] + costs[2] / 2
         capped = _execute(agent, pool, digest, 1, max_cost_usd=budget, chunk=2)
         assert capped.status is RunStatus.PARTIAL and capped.n_answered == 3
         assert capped.error is not None and "--max-cost-usd" in capped.error
-        assert len(srv.requests) == 6 + 3
+        assert len(srv.requests) == 2 * (6 + 3)
         resumed = _execute(agent, pool, digest, 1, max_cost_usd=1.0, chunk=2)
     assert resumed.status is RunStatus.COMPLETED and resumed.n_answered == 6
-    assert resumed.run_id == capped.run_id and len(srv.requests) == 6 + 6
-    assert resumed.cache_hits == 3
+    assert resumed.run_id == capped.run_id and len(srv.requests) == 2 * (6 + 6)
+    assert resumed.cache_hits == 2 * 3
     assert resumed.new_cost_usd == pytest.approx(sum(costs[3:]))
     assert resumed.cost_usd == pytest.approx(whole.cost_usd)
     reset_settings()

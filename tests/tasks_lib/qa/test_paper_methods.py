@@ -443,3 +443,285 @@ def test_execute_qa_runs_both_paper_methods_live() -> None:
     assert by_agent["gpt-4o-mini@mdagents"].cost_usd == pytest.approx(sum(
         a["cost_usd"] for a in run_store(by_agent["gpt-4o-mini@mdagents"].run_id).read_jsonl(
             f"{SUBMISSION}/{ANSWERS}")))
+
+
+# ----------------------------------------------------------------------------- the other methods
+# Replies carry markers: a model states its letter as 'ANSWER-X'; the extractor (any request with a
+# response_format) returns the last marker's letter (its thinking: 'TH<' + the text + '>'), the
+# index of 'PICK-n' over an index enum, or the verdict of 'VERDICT-True/False' for a review.
+
+OPTIONS_LINE = "(A) Aspirin (B) Heparin (C) Warfarin (D) Clopidogrel"
+
+
+def _text(body: Body) -> str:
+    return _last(body).split("\nText:\n", 1)[1]
+
+
+def _extractor_reply(body: Body) -> str:
+    fmt = body["response_format"]["json_schema"]["schema"]["properties"]
+    text = _text(body)
+    if "review_result" in fmt:
+        verdict = re.findall(r"VERDICT-(True|False)", text)[-1]
+        return json.dumps({"explanation": f"EXPL({text[:12]})", "review_result": verdict == "True"})
+    if fmt["answer_idx"]["enum"][0].isdigit():
+        return json.dumps({"answer_idx": re.findall(r"PICK-(\d)", text)[-1]})
+    reply = {"answer_idx": re.findall(r"ANSWER-([A-Z])", text)[-1]}
+    return json.dumps({"thinking": f"TH<{text}>", **reply} if "thinking" in fmt else reply)
+
+
+def _is_extractor(body: Body) -> bool:
+    return "response_format" in body
+
+
+def _run(method: str, model_reply: Any, ctx: MethodContext | None = None,
+         item: PublicQAItem = ITEM) -> tuple[Any, list[Body]]:
+    def responder(body: Body) -> str:
+        return _extractor_reply(body) if _is_extractor(body) else str(model_reply(body))
+
+    with FakeOpenAIServer(responder) as srv:
+        result = METHODS.get(method)(item, MODEL, _door(srv), ctx or MethodContext())
+    return result, srv.requests
+
+
+def _assert_paper_call(body: Body, roles: list[str]) -> None:
+    """A model call as the paper made it: temperature 0, seed 42, the options as '(A) x …'."""
+    assert body["model"] == "fake" and body["temperature"] == 0.0 and body["seed"] == 42
+    assert [m["role"] for m in body["messages"]] == roles and not _is_extractor(body)
+
+
+def _assert_extracts(body: Body, text: str, enum: list[str], thinking: bool = False) -> None:
+    assert body["model"] == "gpt-4o-mini" and _text(body) == text
+    assert body["response_format"]["json_schema"] == answer_schema(enum, thinking)
+
+
+def _split(requests: list[Body]) -> tuple[list[Body], list[Body]]:
+    return ([b for b in requests if not _is_extractor(b)],
+            [b for b in requests if _is_extractor(b)])
+
+
+def test_zero_shot_is_one_call_and_one_extractor_call() -> None:
+    result, requests = _run("zero_shot", lambda body: "ANSWER-B")
+    assert result.calls == len(requests) == 2 and result.extractor_calls == 1
+    _assert_paper_call(requests[0], ["system", "user"])
+    assert _system(requests[0]).startswith("You are a knowledgeable medical assistant.")
+    assert f"Options:\n{OPTIONS_LINE}\n\nReply with the answer index only." in _last(requests[0])
+    _assert_extracts(requests[1], "ANSWER-B", ["A", "B", "C", "D"])
+    assert (result.answer, result.raw, result.extractor) == ("B", "ANSWER-B", "llm:gpt-4o-mini")
+    assert 0 < result.extractor_prompt_tokens < result.prompt_tokens
+
+
+def test_zero_shot_with_the_regex_extractor_makes_no_extractor_call() -> None:
+    result, requests = _run("zero_shot", lambda body: "The answer is (C).",
+                            MethodContext(extractor="regex"))
+    assert result.calls == len(requests) == 1
+    assert (result.answer, result.extractor, result.extractor_calls) == ("C", "regex", 0)
+
+
+def test_few_shot_shows_the_first_five_exemplars_with_answer_texts() -> None:
+    result, requests = _run("few_shot", lambda body: "ANSWER-B", MethodContext(exemplars=SHOTS))
+    assert result.calls == len(requests) == 2 and result.answer == "B"
+    _assert_paper_call(requests[0], ["system", "user"])
+    assert _system(requests[0]).endswith("(with answers) about medical knowledge.")
+    user = _last(requests[0])
+    shot = "Question: Shot question 0?\nOptions: {'A': 'wrong 0', 'B': 'right 0'}\nAnswer: right 0"
+    assert shot in user
+    assert "Shot question 4?" in user and "Shot question 5?" not in user  # first 5 only
+    assert user.endswith(f"Question:\n{ITEM.question}\n\nOptions:\n{OPTIONS_LINE}\n\n")
+    _assert_extracts(requests[1], "ANSWER-B", ["A", "B", "C", "D"])
+
+
+def test_cot_extractor_returns_thinking_and_answer() -> None:
+    result, requests = _run("cot", lambda body: "Heparin binds antithrombin. ANSWER-B")
+    assert result.calls == len(requests) == 2 and result.extractor_calls == 1
+    _assert_paper_call(requests[0], ["system", "user"])
+    assert "first thinking step-by-step" in _last(requests[0])
+    _assert_extracts(requests[1], "Heparin binds antithrombin. ANSWER-B", ["A", "B", "C", "D"],
+                     thinking=True)
+    assert result.answer == "B"
+
+
+def test_cot_sc_is_five_extracted_samples_then_an_llm_ensemble_over_the_letters() -> None:
+    letters = iter("ABBCB")
+    result, requests = _run("cot_sc", lambda body: (
+        "consensus: ANSWER-B" if "Several solutions" in _last(body)
+        else f"long reasoning ANSWER-{next(letters)}"))
+    model, extractor = _split(requests)
+    assert result.calls == len(requests) == 12 and len(model) == len(extractor) == 6
+    assert result.extractor_calls == 6
+    samples, ensemble = model[:5], model[5]
+    assert all(_system(b) == _system(samples[0]) and _last(b) == _last(samples[0])
+               for b in samples)  # the same CoT request 5 times (temperature 0, seed 42)
+    for b in model:
+        _assert_paper_call(b, ["system", "user"])
+    assert "Several solutions" in _last(ensemble) and requests.index(ensemble) == 10
+    # The ensemble sees only the five extracted letters, never the reasoning.
+    shown = re.findall(r"Solution (\d):\n([A-Z])\n", _last(ensemble) + "\n")
+    assert [n for n, _ in shown] == ["1", "2", "3", "4", "5"]
+    assert sorted(v for _, v in shown) == sorted("ABBCB") and "reasoning" not in _last(ensemble)
+    assert sorted(_text(b) for b in extractor[:5]) == sorted(
+        f"long reasoning ANSWER-{v}" for v in "ABBCB")
+    _assert_extracts(requests[-1], "consensus: ANSWER-B", ["A", "B", "C", "D"])
+    assert result.answer == "B" and result.raw == "consensus: ANSWER-B"
+    assert sorted(result.trace["samples"].split(",")) == sorted("ABBCB")
+
+
+def test_multi_persona_two_rounds_and_a_senior_expert() -> None:
+    roles = {"Innovative": "R-MD", "Critical": "R-PROF", "Clinical Decision": "R-RES"}
+
+    def reply(body: Body) -> str:
+        user = _last(body)
+        who = next(tag for key, tag in roles.items() if user.startswith(f"You are a {key}")) \
+            if not user.startswith("You are a senior") else "SENIOR"
+        stage = "R1" if "Based on your medical expertise" in user else (
+            "R2" if "insights from your peers" in user else "FINAL")
+        return f"{stage} by {who} ANSWER-{'C' if (stage, who) == ('R1', 'R-MD') else 'B'}"
+
+    result, requests = _run("multi_persona", reply)
+    model, extractor = _split(requests)
+    assert result.calls == len(requests) == 14 and len(model) == len(extractor) == 7
+    for b in model:
+        _assert_paper_call(b, ["user"])
+        assert f"Options:\n{OPTIONS_LINE}\n" in _last(b)
+    first, second, final = model[:3], model[3:6], model[6]
+    assert all("Based on your medical expertise" in _last(b) for b in first)
+    assert max(requests.index(b) for b in first) < min(requests.index(b) for b in second)
+    for b in second:  # each sees the other two roles' round-1 thinking, as extracted
+        mine = next(tag for key, tag in roles.items() if _last(b).startswith(f"You are a {key}"))
+        seen = re.findall(r"previous thinking: TH<R1 by (R-\w+)", _last(b))
+        assert sorted(seen) == sorted(set(roles.values()) - {mine})
+    assert _last(final).startswith("You are a senior medical expert.")
+    assert sorted(re.findall(r"final thinking: TH<R2 by (R-\w+)", _last(final))) == sorted(
+        roles.values())
+    assert "Innovative Medical Thinker - MD's final answer: B" in _last(final)
+    assert all(b["response_format"]["json_schema"] == answer_schema(["A", "B", "C", "D"], True)
+               for b in extractor)
+    assert _text(requests[-1]) == "FINAL by SENIOR ANSWER-B" and result.answer == "B"
+    assert sorted(result.trace["rounds"].split("|")[0].split(",")) == ["B", "B", "C"]
+
+
+def _refine(verdicts: list[bool]) -> tuple[Any, list[Body]]:
+    reviews = iter(verdicts)
+    revisions = iter(range(1, 10))
+
+    def reply(body: Body) -> str:
+        user = _last(body)
+        if "critically evaluate" in user:
+            return f"VERDICT-{next(reviews)}"
+        if "please revise the solution" in user:
+            return f"REVISION-{next(revisions)} ANSWER-C"
+        return "FIRST ANSWER-A"
+
+    return _run("self_refine", reply)
+
+
+def test_self_refine_stops_when_the_first_review_accepts() -> None:
+    result, requests = _refine([True])
+    model, extractor = _split(requests)
+    assert result.calls == len(requests) == 6 and (len(model), len(extractor)) == (2, 4)
+    for b in model:
+        _assert_paper_call(b, ["user"])
+    assert "95 percent confident" in _last(model[1]) and "FIRST ANSWER-A" in _last(model[1])
+    assert OPTIONS_LINE not in _last(model[1])  # the paper's review sees the question only
+    review = extractor[1]["response_format"]["json_schema"]["schema"]["properties"]
+    assert review["review_result"] == {"type": "boolean"} and _text(extractor[1]) == "VERDICT-True"
+    assert [_text(b) for b in (extractor[0], extractor[2], extractor[3])] == ["FIRST ANSWER-A"] * 3
+    assert (result.answer, result.raw, result.trace) == ("A", "FIRST ANSWER-A",
+                                                         {"reviews": "True"})
+
+
+def test_self_refine_revises_on_false_with_the_extracted_feedback() -> None:
+    result, requests = _refine([False, True])
+    model, extractor = _split(requests)
+    assert (len(model), len(extractor)) == (4, 6) and result.extractor_calls == 6
+    revise = next(b for b in model if "please revise the solution" in _last(b))
+    assert "Original Solution:\nFIRST ANSWER-A" in _last(revise)
+    assert "Feedback:\nEXPL(VERDICT-Fals)" in _last(revise)  # the extractor's explanation
+    second_review = [b for b in model if "critically evaluate" in _last(b)][1]
+    assert "Solution:\nREVISION-1 ANSWER-C" in _last(second_review)
+    assert (result.answer, result.raw) == ("C", "REVISION-1 ANSWER-C")
+    assert result.trace["reviews"] == "False,True"
+
+
+def test_self_refine_three_rejections_is_the_maximum() -> None:
+    result, requests = _refine([False, False, False, True])
+    model, extractor = _split(requests)
+    assert (len(model), len(extractor)) == (7, 8) and result.calls == 15
+    assert _text(requests[-1]) == "REVISION-3 ANSWER-C" and result.answer == "C"
+    assert result.trace["reviews"] == "False,False,False"
+
+
+def test_medprompt_votes_over_shuffled_solution_orders() -> None:
+    generated = iter(["SOL-1 ANSWER-A", "SOL-2 ANSWER-B", "SOL-3 ANSWER-C"])
+
+    def reply(body: Body) -> str:
+        user = _last(body)
+        if "candidate solutions" in user:  # every vote picks SOL-2 wherever it is shown
+            shown = re.findall(r"(\d): \nSOL-(\d)", user)
+            return "I pick PICK-" + next(i for i, s in shown if s == "2")
+        return next(generated)
+
+    result, requests = _run("medprompt", reply, MethodContext(seed=7))
+    model, extractor = _split(requests)
+    assert result.calls == len(requests) == 10 and (len(model), len(extractor)) == (6, 4)
+    generations, votes = model[:3], model[3:]
+    for b in model:
+        _assert_paper_call(b, ["user"])
+    assert all(_last(b) == _last(generations[0]) and "without any additional text" in _last(b)
+               and OPTIONS_LINE in _last(b) for b in generations)  # no option shuffling
+    assert max(requests.index(b) for b in generations) < min(requests.index(b) for b in votes)
+    for b in votes:  # every vote shows the three solutions, in some order, and asks for an index
+        assert sorted(re.findall(r"\d: \nSOL-(\d)", _last(b))) == ["1", "2", "3"]
+        assert _last(b).endswith("from the following options: 0, 1, 2.")
+        assert OPTIONS_LINE not in _last(b)
+    picks = [b for b in extractor if b["response_format"]["json_schema"]["schema"]["properties"][
+        "answer_idx"]["enum"] == ["0", "1", "2"]]
+    assert len(picks) == 3
+    _assert_extracts(requests[-1], "SOL-2 ANSWER-B", ["A", "B", "C", "D"])
+    assert (result.answer, result.raw) == ("B", "SOL-2 ANSWER-B")
+    assert len(set(result.trace["picks"].split(","))) == 1
+
+
+def test_medprompt_vote_shuffles_are_seeded_and_the_majority_pick_wins() -> None:
+    from tasks_lib.llm import current_branch
+
+    class ByBranch(ScriptedModel):
+        """Generation i answers 'SOL-i ANSWER-<A,B,C>'; a vote picks the shown index of SOL-2
+        except vote 2, which picks SOL-0."""
+
+        def reply(self, messages: list[Message]) -> str:
+            user = messages[-1].content
+            if "candidate solutions" in user:
+                shown = re.findall(r"(\d): \nSOL-(\d)", user)
+                want = "0" if current_branch()[0] == 2 else "2"
+                return "PICK-" + next(i for i, s in shown if s == want)
+            return f"SOL-{current_branch()[0]} ANSWER-{'ABC'[current_branch()[0]]}"
+
+    def run(seed: int) -> tuple[Any, list[str]]:
+        model = ByBranch()
+        result = METHODS.get("medprompt")(ITEM, MODEL, model,
+                                          MethodContext(seed=seed, extractor="regex"))
+        orders = sorted("".join(re.findall(r"\d: \nSOL-(\d)", c[-1].content))
+                        for c in model.calls if "candidate solutions" in c[-1].content)
+        return result, orders
+
+    result, orders = run(3)
+    assert result.calls == 6 and result.extractor == "regex"
+    assert (result.answer, result.trace["picks"], result.trace["chosen"]) == ("C", "2,2,0", "2")
+    assert run(3)[1] == orders
+    assert len({tuple(run(s)[1]) for s in range(6)}) > 1  # the orders depend on the seed
+
+
+def test_reasoning_models_get_no_seed_temperature_or_system_role() -> None:
+    from tasks_lib.qa.methods import paper_params
+
+    assert paper_params("openai/o3-mini") == {} and paper_params("deepseek-r1") == {}
+    assert paper_params("anthropic/claude-3-5-sonnet-20241022") == {"temperature": 0.0}
+    assert paper_params("gpt-4o-mini") == {"temperature": 0.0, "seed": 42}
+    with FakeOpenAIServer(lambda body: _extractor_reply(body) if _is_extractor(body)
+                          else "ANSWER-D") as srv:
+        result = METHODS.get("zero_shot")(ITEM, "openai/o3-mini", _door(srv), MethodContext())
+    first = srv.requests[0]
+    assert "seed" not in first and "temperature" not in first
+    assert [m["role"] for m in first["messages"]] == ["user"]
+    assert _last(first).startswith("You are a knowledgeable medical assistant.")
+    assert result.answer == "D"
