@@ -4,6 +4,8 @@ scripted replies; and a live ``execute_qa`` of both against the server on a tiny
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import os
 import re
@@ -414,6 +416,7 @@ def test_execute_qa_runs_both_paper_methods_live() -> None:
     from flows.execute import execute_qa
     from tasks_lib.records import SUBMISSION, run_store
     from tasks_lib.settings import reset_settings
+    from tasks_lib.storage import Storage
     from tasks_lib.tracks.qa import ANSWERS
 
     pool = publish_test_pool("paper-methods", {"medqa": 2}).url
@@ -443,6 +446,24 @@ def test_execute_qa_runs_both_paper_methods_live() -> None:
     assert by_agent["gpt-4o-mini@mdagents"].cost_usd == pytest.approx(sum(
         a["cost_usd"] for a in run_store(by_agent["gpt-4o-mini@mdagents"].run_id).read_jsonl(
             f"{SUBMISSION}/{ANSWERS}")))
+
+    # the published rows, replayed on the same pool, land in the same leaderboard and plot
+    from support.paths import QA_SOURCE
+
+    from flows.report import report_qa
+    from flows.score import score_qa
+
+    execute_qa(pool=pool, replay=str(QA_SOURCE / "predictions" / "hard.csv.gz"),
+               replay_models=["gpt-4o-mini"], replay_methods=["medagents", "mdagents"])
+    score_qa(pool=pool)
+    files = report_qa(pool=pool)
+    board = list(csv.DictReader(io.StringIO(
+        Storage(files.csv.rsplit("/", 1)[0]).read_text("leaderboard.csv"))))
+    assert {r["agent_id"] for r in board} >= {
+        "gpt-4o-mini@medagents", "gpt-4o-mini@mdagents",
+        "replay:gpt-4o-mini@medagents", "replay:gpt-4o-mini@mdagents"}, board
+    live = next(r for r in board if r["agent_id"] == "gpt-4o-mini@mdagents")
+    assert float(live["cost_per_item_usd"]) > 0  # priced like the published rows (Pareto plot)
 
 
 # ----------------------------------------------------------------------------- the other methods
