@@ -76,8 +76,9 @@ def execute_qa(
     chunks = _submit_chunks(plan, pool, manifest.content_hash, n_items, size, started + budget,
                             max_cost_usd, options)
     _follow(chunks, plan, n_items, manifest.pool_id)
-    assembled = [assemble_run.submit(a, pool, manifest.content_hash, r, chunks[i], started,
-                                     Tier.STANDARD, budget, max_cost_usd)
+    assembled = [assemble_run.submit(a, pool, manifest.content_hash, r,
+                                     [f.result() for f in chunks[i]],  # all done (_follow)
+                                     started, Tier.STANDARD, budget, max_cost_usd)
                  for i, (a, r) in enumerate(plan)]
     runs: list[RunRecord] = [f.result() for f in assembled]
     record_run_step.map(runs).result()
