@@ -23,11 +23,15 @@ def main() -> None:
     from flows.cli import audit as audit
     from flows.cli import challenge as challenge
     from flows.cli import imaging as imaging
+    from flows.cli import medbench as medbench
+    from flows.cli import medbench_submit as medbench_submit
     from flows.cli import ops as ops
     from flows.cli import qa as qa
     from flows.cli import review as review
     from flows.cli import run as run
     from flows.cli import runs as runs
+    from flows.cli import rwe as rwe
+    from flows.cli import serve as serve
     from tasks_lib.orchestration import cli_flow_settings
 
     try:

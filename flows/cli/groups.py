@@ -27,6 +27,8 @@ score_app = typer.Typer(no_args_is_help=True, help="Score stored submissions (sc
 report_app = typer.Typer(invoke_without_command=True,
                          help="Leaderboards and plots from the ledger (report).")
 runs_app = typer.Typer(no_args_is_help=True, help="Runs in the ledger.")
+medbench_app = typer.Typer(no_args_is_help=True,
+                           help="MedBench v4: item bank, answer download/upload, judge calibration.")
 
 app.add_typer(pool_app, name="pool")
 pool_app.add_typer(build_app, name="build")
@@ -35,6 +37,7 @@ app.add_typer(execute_app, name="execute")
 app.add_typer(score_app, name="score")
 app.add_typer(report_app, name="report")
 app.add_typer(runs_app, name="runs")
+app.add_typer(medbench_app, name="medbench")
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:

@@ -1,0 +1,1 @@
+"""RWE-bench track: synthetic EHR, study database, gated questions, cohort screening."""
