@@ -28,7 +28,7 @@ report_app = typer.Typer(invoke_without_command=True,
                          help="Leaderboards and plots from the ledger (report).")
 runs_app = typer.Typer(no_args_is_help=True, help="Runs in the ledger.")
 medbench_app = typer.Typer(no_args_is_help=True,
-                           help="MedBench v4: item bank, answer download/upload, judge calibration.")
+                           help="MedBench v4: item bank, answer download/upload, judges.")
 
 app.add_typer(pool_app, name="pool")
 pool_app.add_typer(build_app, name="build")
