@@ -103,6 +103,7 @@ class FileFormat(StrEnum):
     PNG = "png"
     TIFF = "tiff"
     NIFTI = "nifti"
+    JSON = "json"
 
 
 class SubmissionLayout(Frozen):

@@ -36,6 +36,11 @@ class Aggregate(StrEnum):
     MEDIAN = "median"
 
 
+GradingParam = (bool | int | float | str | list[int] | list[float] | list[str]
+                | dict[str, str] | dict[str, list[int]])
+"""A value of :attr:`Grading.params` (plain data, as written in the card's YAML)."""
+
+
 class Grading(Frozen):
     """How a leaderboard column is computed from a challenge submission by a registered metric."""
 
@@ -51,6 +56,11 @@ class Grading(Frozen):
         default=False,
         description="Call the metric as fn(prediction, reference, spacing) with the reference's "
         "voxel spacing in mm (NIfTI header; 1.0 per axis for other formats).",
+    )
+    params: dict[str, GradingParam] = Field(
+        default_factory=dict,
+        description="Keyword arguments of the metric that are conventions of this challenge "
+        "(tolerances, label sets, bounds, class names), passed as fn(..., **params).",
     )
 
 
