@@ -4,6 +4,7 @@ from tasks_lib.tracks import (  # noqa: F401
     challenge,
     detection,
     enhancement,
+    medbench,
     qa,
     report_generation,
     segmentation,
