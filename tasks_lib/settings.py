@@ -83,6 +83,16 @@ class Settings(BaseSettings):
         default=True,
         description="Cache model calls under <storage root>/llm-cache/ (false = always ask).",
     )
+    rwe_db_url: str | None = Field(
+        default=None,
+        description="Admin URL of an existing RWE study-database server (postgresql://user:pw@"
+        "host:port/db; must have no trust rules); unset = medflows starts its own cluster.")
+    rwe_cluster_dir: Path = Field(
+        default_factory=lambda: _state_dir() / "rwe-cluster",
+        description="State folder of medflows' own RWE PostgreSQL cluster (data, socket, log).")
+    rwe_cluster_port: int = Field(
+        default=55433, ge=1024, le=65535,
+        description="Private port of medflows' own RWE cluster (unix socket only, no TCP).")
     storage_options: dict[str, Any] = Field(
         default_factory=dict,
         description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url "
