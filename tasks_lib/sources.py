@@ -43,6 +43,14 @@ class MNITissueSource(Frozen):
     bias_strength: float = Field(default=0.15, ge=0, description="Amplitude of the bias field.")
     noise_sd: float = Field(default=0.03, ge=0, description="Gaussian noise SD, fraction of range.")
     labels: list[int] = Field(default=[1, 2], description="Label values scored (1 = GM, 2 = WM).")
+    template_mm: Literal[1, 2] = Field(
+        default=2, description="Resolution (mm) of the nilearn template loaded before resampling.")
+    deform_mm: float = Field(
+        default=0.0, ge=0, description="Largest component (mm) of the smooth random deformation "
+        "per case; 0 = rigid jitter only.")
+    deform_spacing_mm: float = Field(
+        default=16.0, gt=0, description="Control-grid spacing (mm) of that deformation; its "
+        "Gaussian smoothing is one spacing, so larger is smoother.")
 
 
 class LowDoseCTSource(Frozen):
@@ -143,9 +151,24 @@ class ChallengeSource(Frozen):
     submission: SubmissionLayout = Field(description="Submission folder layout.")
 
 
+class ImageFolderSource(Frozen):
+    """A user's folder of images with labels (``medflows pool build imaging --from DIR``; the
+    folder convention is in docs/imaging.md)."""
+
+    kind: Literal["image_folder"] = Field(description="Source type discriminator.")
+    folder: str = Field(description="Name of the ingested folder (not its path on any machine).")
+    digest: str = Field(description="SHA-256 over the folder's files (relative path + bytes).")
+    labels: dict[int, str] = Field(default_factory=dict,
+                                   description="Segmentation label value → name (0 = background).")
+    classes: dict[int, str] = Field(default_factory=dict,
+                                    description="Detection/VQA/report class id → name.")
+    spacing: list[float] | None = Field(
+        default=None, description="Voxel size (mm) per array axis of PNG/TIFF images.")
+
+
 Source = Annotated[
     QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
-    | ChallengeSource,
+    | ChallengeSource | ImageFolderSource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""

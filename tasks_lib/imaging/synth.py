@@ -7,6 +7,15 @@
   and labels with nearest-neighbour interpolation; then to the image only: an intensity scale
   (0.8–1.2) and shift (±0.05), a multiplicative smooth bias field ``1 + b·(a·x + c·y + d·z)``
   (coefficients uniform ±1, coordinates scaled to ±1, ``b = bias_strength``) and Gaussian noise.
+  With ``deform_mm > 0`` (the 1 mm full-resolution card) the template is loaded at
+  ``template_mm`` and each case is instead warped by one smooth random deformation composed with
+  the rigid jitter (:func:`_deformable_case`): displacement components drawn i.i.d. normal on a
+  control grid every ``deform_spacing_mm``, Gaussian-smoothed (σ = one control spacing), scaled so
+  the largest component is ``deform_mm`` and interpolated trilinearly; output voxel ``x`` samples
+  the reference at ``R·(x − c) + c − t + d(x)`` (``c`` the grid centre). The T1 and the GM/WM
+  probability maps are resampled linearly at those positions and the labels are the warped maps
+  thresholded at 0.5; then intensity scale/shift, bias field and noise as above. Cases are
+  generated one at a time, in slabs of ``SLAB`` planes, so memory is bounded by one case.
 * :func:`lowdose_ct_cases` — attenuation maps (Shepp–Logan phantom, MNI axial slices, alternating),
   each rotated by a seeded angle and intensity-jittered, forward-projected (Radon transform),
   turned into photon counts ``N = photons·exp(-μ·line integral)`` with Poisson noise, log-converted
@@ -21,7 +30,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -49,17 +58,20 @@ class ImagePair(NamedTuple):
     origin: str
 
 
-def load_mni(voxel_mm: float) -> tuple[F32, F32, F32]:
-    """MNI152 T1 (scaled to 0..1), GM and WM probability maps, resampled to ``voxel_mm``."""
+def load_mni(voxel_mm: float, template_mm: int = 2) -> tuple[F32, F32, F32]:
+    """MNI152 T1 (scaled to 0..1), GM and WM probability maps of nilearn's ``template_mm``
+    template, resampled to ``voxel_mm`` (not resampled when they are equal)."""
     from nilearn import datasets
 
-    t1 = datasets.load_mni152_template(resolution=2)
-    gm = datasets.load_mni152_gm_template(resolution=2)
-    wm = datasets.load_mni152_wm_template(resolution=2)
+    t1 = datasets.load_mni152_template(resolution=template_mm)
+    gm = datasets.load_mni152_gm_template(resolution=template_mm)
+    wm = datasets.load_mni152_wm_template(resolution=template_mm)
     zoom = float(t1.header.get_zooms()[0]) / voxel_mm
 
     def res(img: object) -> F32:
         data = np.asarray(img.get_fdata(), dtype=np.float32)  # type: ignore[attr-defined]
+        if zoom == 1.0:
+            return data
         return np.asarray(ndimage.zoom(data, zoom, order=1), dtype=np.float32)
 
     image = res(t1)
@@ -90,14 +102,17 @@ def _bias(shape: tuple[int, ...], rng: np.random.Generator, strength: float) -> 
     return np.asarray(field, dtype=np.float32)
 
 
-def mni_tissue_cases(src: MNITissueSource) -> list[VolumeCase]:
-    """The augmented segmentation cases of a card (see the module docstring)."""
-    image, gm, wm = load_mni(src.voxel_mm)
+def mni_tissue_cases(src: MNITissueSource) -> Iterator[VolumeCase]:
+    """The augmented segmentation cases of a card, generated lazily one at a time (see the
+    module docstring)."""
+    if src.deform_mm > 0:
+        yield from deformable_tissue_cases(src)
+        return
+    image, gm, wm = load_mni(src.voxel_mm, src.template_mm)
     labels = np.zeros(image.shape, dtype=np.uint8)
     labels[gm > 0.5] = 1
     labels[wm > 0.5] = 2
     rng = np.random.default_rng(src.seed)
-    cases = []
     for _ in range(src.n_cases):
         rot = _rotation(rng, src.max_rotation_deg)
         shift = rng.uniform(-src.max_shift_vox, src.max_shift_vox, 3)
@@ -107,8 +122,91 @@ def mni_tissue_cases(src: MNITissueSource) -> list[VolumeCase]:
         img = img * _bias(img.shape, rng, src.bias_strength)
         img = np.asarray(img + rng.normal(0.0, src.noise_sd, img.shape), dtype=np.float32)
         spacing = (src.voxel_mm,) * 3
-        cases.append(VolumeCase(np.asarray(img, dtype=np.float32), lab, spacing))
-    return cases
+        yield VolumeCase(np.asarray(img, dtype=np.float32), lab, spacing)
+
+
+SLAB = 16
+"""Planes (along axis 0) resampled at a time by the deformable generator."""
+
+
+def _control_field(shape: tuple[int, ...], rng: np.random.Generator, src: MNITissueSource
+                   ) -> tuple[NDArray[np.float64], float]:
+    """Smooth random displacement components (voxels) on the control grid, and its step
+    (voxels): i.i.d. normal, Gaussian-smoothed by one control spacing, largest |component| =
+    ``deform_mm``."""
+    step = src.deform_spacing_mm / src.voxel_mm
+    grid = tuple(int(np.ceil((n - 1) / step)) + 1 for n in shape)
+    raw = rng.normal(0.0, 1.0, (3, *grid))
+    smooth = np.stack([ndimage.gaussian_filter(c, 1.0, mode="nearest") for c in raw])
+    peak = max(float(np.abs(smooth).max()), 1e-12)
+    return smooth * (src.deform_mm / src.voxel_mm / peak), step
+
+
+def _hat(n: int, step: float, m: int) -> NDArray[np.float64]:
+    """``(n, m)`` weights of linear interpolation from ``m`` control points every ``step``."""
+    return np.maximum(0.0, 1.0 - np.abs(np.arange(n)[:, None] / step - np.arange(m)[None, :]))
+
+
+def _warp(maps: list[F32], matrix: NDArray[np.float64], shift: NDArray[np.float64],
+          control: NDArray[np.float64], step: float) -> list[F32]:
+    """Resample ``maps`` (linear) at ``R·(x − c) + c − t + d(x)``, ``SLAB`` planes at a time;
+    ``d`` is the control field interpolated trilinearly (separably, as three small products)."""
+    shape = maps[0].shape
+    centre = (np.asarray(shape, dtype=np.float64) - 1) / 2.0
+    offset = centre - matrix @ centre - shift
+    jj, kk = np.meshgrid(np.arange(shape[1]), np.arange(shape[2]), indexing="ij")
+    hat = [_hat(n, step, m) for n, m in zip(shape, control.shape[1:], strict=True)]
+    outs = [np.empty(shape, dtype=np.float32) for _ in maps]
+    for z0 in range(0, shape[0], SLAB):
+        z1 = min(z0 + SLAB, shape[0])
+        zz = np.broadcast_to(np.arange(z0, z1)[:, None, None], (z1 - z0, *jj.shape))
+        grid = np.stack([zz, np.broadcast_to(jj, zz.shape), np.broadcast_to(kk, zz.shape)])
+        grid = grid.reshape(3, -1).astype(np.float64)
+        pos = matrix @ grid + offset[:, None]
+        for axis in range(3):
+            d = np.tensordot(hat[0][z0:z1], control[axis], axes=(1, 0))
+            d = np.tensordot(d, hat[1], axes=(1, 1))
+            pos[axis] += np.tensordot(d, hat[2], axes=(1, 1)).ravel()
+        for vol, out in zip(maps, outs, strict=True):
+            out[z0:z1] = ndimage.map_coordinates(vol, pos, order=1, mode="constant",
+                                                 cval=0.0).reshape(z1 - z0, *shape[1:])
+    return outs
+
+
+def _open_bias(shape: tuple[int, ...], rng: np.random.Generator, strength: float) -> F32:
+    """:func:`_bias` with broadcast coordinates (one volume of memory, not three)."""
+    coef = rng.uniform(-1, 1, len(shape))
+    field = np.ones(shape, dtype=np.float32)
+    for axis, (c, n) in enumerate(zip(coef, shape, strict=True)):
+        ramp = np.linspace(-1, 1, n).reshape([n if a == axis else 1 for a in range(len(shape))])
+        field += np.asarray(strength * c * ramp, dtype=np.float32)
+    return field
+
+
+def _deformable_case(maps: list[F32], src: MNITissueSource,
+                     rng: np.random.Generator) -> VolumeCase:
+    """One case of the full-resolution card (see the module docstring)."""
+    rot = _rotation(rng, src.max_rotation_deg)
+    shift = rng.uniform(-src.max_shift_vox, src.max_shift_vox, 3)
+    control, step = _control_field(maps[0].shape, rng, src)
+    img, gm, wm = _warp(maps, rot, shift, control, step)
+    lab = np.zeros(img.shape, dtype=np.uint8)
+    lab[gm > 0.5] = 1
+    lab[wm > 0.5] = 2
+    del gm, wm
+    img *= np.float32(rng.uniform(0.8, 1.2))
+    img += np.float32(rng.uniform(-0.05, 0.05)) * (img > 0)
+    img *= _open_bias(img.shape, rng, src.bias_strength)
+    img += rng.normal(0.0, src.noise_sd, img.shape).astype(np.float32)
+    return VolumeCase(img, lab, (src.voxel_mm,) * 3)
+
+
+def deformable_tissue_cases(src: MNITissueSource) -> Iterator[VolumeCase]:
+    """The cases of a card with ``deform_mm > 0``, one at a time (see the module docstring)."""
+    maps = list(load_mni(src.voxel_mm, src.template_mm))
+    rng = np.random.default_rng(src.seed)
+    for _ in range(src.n_cases):
+        yield _deformable_case(maps, src, rng)
 
 
 def _attenuation_maps(size: int, n: int, rng: np.random.Generator) -> list[tuple[str, F32]]:
