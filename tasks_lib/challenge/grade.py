@@ -2,7 +2,8 @@
 
 A submission folder holds ``submission.csv`` (the card's id column plus its value or file
 columns) and the prediction files it names, relative to the folder. The private reference folder
-has the same layout with ``reference.csv``. Policy (ReX-MLE): a missing, extra or duplicated
+has the same layout with ``test_labels.csv`` (ReX-MLE's answers file; ``reference.csv`` is
+still read) and the reference files it names. Policy (ReX-MLE): a missing, extra or duplicated
 case, a missing or unreadable prediction file, or a prediction of the wrong shape makes the
 submission **invalid** (:class:`InvalidSubmissionError`) and it ranks as failed, percentile 0.
 A broken reference folder is our fault (:class:`InputDataError`) and fails loudly.
@@ -27,15 +28,16 @@ import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.metrics import METRICS
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.card import load_challenge
+from tasks_lib.challenge.files import case_file, check_shape, load_case, shape_of
 from tasks_lib.challenge.rank import RankReport, rank_graded
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError, InvalidSubmissionError
-from tasks_lib.sources import FileFormat
 from tasks_lib.taskspec import Aggregate, GradingScope, MetricRef, TaskSpec
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, read_capped, violation
+from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, read_capped
 
 SUBMISSION_CSV = "submission.csv"
-REFERENCE_CSV = "reference.csv"
+REFERENCE_CSV = "test_labels.csv"
+LEGACY_REFERENCE_CSV = "reference.csv"
 
 
 class GradeReport(Frozen):
@@ -84,93 +86,14 @@ def _read_table(folder: Path, name: str, card: TaskSpec,
     return frame.set_index(layout.id_column)
 
 
+def _reference_name(folder: Path) -> str:
+    """``test_labels.csv`` (the ReX-MLE answers file), else the older ``reference.csv``."""
+    return LEGACY_REFERENCE_CSV if not (folder / REFERENCE_CSV).is_file() \
+        and (folder / LEGACY_REFERENCE_CSV).is_file() else REFERENCE_CSV
+
+
 def _reference_error(message: str) -> Exception:
     return InputDataError("reference folder", message)
-
-
-def load_case(path: Path, fmt: FileFormat) -> tuple[NDArray[Any], tuple[float, ...]]:
-    """Read one prediction/reference file and its voxel spacing in mm (``.npy`` always works).
-
-    Spacing comes from the NIfTI header; other formats have no spacing and get 1.0 per axis.
-    """
-    if path.suffix == ".npy":
-        array = np.asarray(np.load(path, allow_pickle=False))
-    elif fmt is FileFormat.NIFTI:
-        import nibabel as nib
-
-        image = nib.load(path)
-        array = np.asarray(image.get_fdata())  # type: ignore[attr-defined]
-        zooms = image.header.get_zooms()[: array.ndim]  # type: ignore[attr-defined]
-        return array, tuple(float(z) for z in zooms)
-    elif fmt is FileFormat.TIFF and path.suffix in (".tif", ".tiff"):
-        import tifffile
-
-        array = np.asarray(tifffile.imread(path))
-    else:
-        import imageio.v3 as iio
-
-        array = np.asarray(iio.imread(path))
-    return array, (1.0,) * array.ndim
-
-
-def declared_shape(path: Path, fmt: FileFormat) -> tuple[int, ...] | None:
-    """The array shape a file's header declares, read without loading the data (None when the
-    format has no cheap header we read)."""
-    if path.suffix == ".npy":
-        with path.open("rb") as f:
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                return tuple(np.lib.format.read_array_header_1_0(f)[0])
-            if version == (2, 0):
-                return tuple(np.lib.format.read_array_header_2_0(f)[0])
-            raise ValueError(f"unsupported NPY version {version}")
-    if fmt is FileFormat.NIFTI:
-        import nibabel as nib
-
-        return tuple(int(n) for n in nib.load(path).shape)  # type: ignore[attr-defined]
-    if fmt is FileFormat.TIFF and path.suffix in (".tif", ".tiff"):
-        import tifffile
-
-        with tifffile.TiffFile(path) as tif:
-            return tuple(int(n) for n in tif.series[0].shape)
-    from PIL import Image
-
-    with Image.open(path) as img:
-        w, h = img.size
-        bands = len(img.getbands())
-    return (h, w) if bands == 1 else (h, w, bands)
-
-
-def _case_file(folder: Path, rel: object, fmt: FileFormat, case: str,
-               expected: tuple[int, ...] | None = None,
-               limits: SubmissionLimits = DEFAULT_LIMITS) -> NDArray[Any]:
-    """A prediction file, its size and header-declared shape checked (against the reference's
-    ``expected`` shape) before its data is read."""
-    path = (folder / str(rel)).resolve()
-    if not path.is_relative_to(folder.resolve()):
-        raise InvalidSubmissionError(f"case {case}: path {rel!r} leaves the submission folder")
-    if not path.is_file():
-        raise InvalidSubmissionError(f"case {case}: prediction file {rel!r} not found")
-    name = f"case {case}: {rel}"
-    if path.stat().st_size > limits.max_file_bytes:
-        raise violation(name, "file_size", f"larger than {limits.max_file_bytes} bytes")
-    try:
-        shape = declared_shape(path, fmt)
-    except Exception as exc:  # any header parser fault is the file's
-        rule = "array_size" if "DecompressionBomb" in type(exc).__name__ else "file_format"
-        raise InvalidSubmissionError(f"case {case}: cannot read {rel!r}: "
-                                     f"{type(exc).__name__}: {exc} (rule: {rule})") from None
-    if shape is not None and expected is not None \
-            and math.prod(shape) > max(math.prod(expected), 1) * limits.grid_factor:
-        raise violation(name, "array_size", f"header declares shape {shape}; the "
-                                            f"reference is {expected}")
-    if shape is not None and math.prod(shape) * 8 > limits.max_array_bytes:
-        raise violation(name, "array_size", f"header declares shape {shape} (over "
-                                            f"{limits.max_array_bytes} bytes as float64)")
-    try:
-        return load_case(path, fmt)[0]
-    except (OSError, ValueError, MemoryError) as exc:
-        raise InvalidSubmissionError(f"case {case}: cannot read {rel!r}: {exc}") from None
 
 
 def _finite(name: str, value: float) -> float:
@@ -178,6 +101,15 @@ def _finite(name: str, value: float) -> float:
         raise InvalidSubmissionError(f"metric {name} is {value}: not a finite number "
                                      "(rule: finite_metric)")
     return value
+
+
+def _call(metric: MetricRef, prediction: Any, reference: Any,
+          spacing: Any = None) -> float:
+    """The metric's value: ``fn(prediction, reference[, spacing], **params)``."""
+    assert metric.grading is not None
+    fn: Callable[..., float] = METRICS.get(metric.grading.evaluator).fn
+    args = (spacing,) if metric.grading.spacing else ()
+    return float(fn(prediction, reference, *args, **metric.grading.params))
 
 
 def _per_case(card: TaskSpec, metrics: list[MetricRef], sub: pd.DataFrame,
@@ -190,15 +122,11 @@ def _per_case(card: TaskSpec, metrics: list[MetricRef], sub: pd.DataFrame,
     values: dict[str, list[float]] = {m.name: [] for m in metrics}
     for case in ref.index:
         truth, spacing = load_case(ref_dir / str(ref.at[case, column]), fmt)
-        pred = _case_file(sub_dir, sub.at[case, column], fmt, case, truth.shape, limits)
-        if pred.shape != truth.shape:
-            raise InvalidSubmissionError(
-                f"case {case}: prediction shape {pred.shape} differs from {truth.shape}")
+        pred = case_file(sub_dir, sub.at[case, column], fmt, case, shape_of(truth), limits)
+        check_shape(case, pred, truth)
         for m in metrics:
-            assert m.grading is not None
-            fn: Callable[..., float] = METRICS.get(m.grading.evaluator).fn
-            value = fn(pred, truth, spacing) if m.grading.spacing else fn(pred, truth)
-            values[m.name].append(_finite(f"{m.name} (case {case})", float(value)))
+            values[m.name].append(_finite(f"{m.name} (case {case})",
+                                          _call(m, pred, truth, spacing)))
     return {m.name: _finite(m.name, _aggregate(values[m.name], m)) for m in metrics}
 
 
@@ -212,25 +140,21 @@ def _aggregate(values: list[float], metric: MetricRef) -> float:
 def _whole_set(card: TaskSpec, metrics: list[MetricRef], sub: pd.DataFrame,
                ref: pd.DataFrame, sub_dir: Path, ref_dir: Path,
                limits: SubmissionLimits = DEFAULT_LIMITS) -> dict[str, float]:
-    """Metrics computed once over all cases: on value columns, or on the lists of files."""
+    """Metrics computed once over all cases: on value columns, or on the lists of files (with
+    the list of reference spacings where the grading asks for spacing)."""
     layout = card_layout(card)
     if layout.file_column is not None and layout.file_format is not None:
         column, fmt = layout.file_column, layout.file_format
-        truth = [load_case(ref_dir / str(ref.at[c, column]), fmt)[0] for c in ref.index]
-        pred = [_case_file(sub_dir, sub.at[c, column], fmt, c, t.shape, limits)
+        loaded = [load_case(ref_dir / str(ref.at[c, column]), fmt) for c in ref.index]
+        truth = [t for t, _ in loaded]
+        spacings = [s for _, s in loaded]
+        pred = [case_file(sub_dir, sub.at[c, column], fmt, c, shape_of(t), limits)
                 for c, t in zip(ref.index, truth, strict=True)]
         for case, p, t in zip(ref.index, pred, truth, strict=True):
-            if p.shape != t.shape:
-                raise InvalidSubmissionError(
-                    f"case {case}: prediction shape {p.shape} differs from {t.shape}")
-        return {m.name: _finite(m.name, _score(m, pred, truth)) for m in metrics}
-    return {m.name: _finite(m.name, _score(m, *_value_columns(card, m, sub, ref)))
+            check_shape(case, p, t)
+        return {m.name: _finite(m.name, _call(m, pred, truth, spacings)) for m in metrics}
+    return {m.name: _finite(m.name, _call(m, *_value_columns(card, m, sub, ref)))
             for m in metrics}
-
-
-def _score(metric: MetricRef, prediction: Any, reference: Any) -> float:
-    assert metric.grading is not None
-    return float(METRICS.get(metric.grading.evaluator)(prediction, reference))
 
 
 def _value_columns(card: TaskSpec, metric: MetricRef, sub: pd.DataFrame,
@@ -271,7 +195,7 @@ def grade_submission(card: TaskSpec, submission_dir: Path, reference_dir: Path,
     ungraded = [m.name for m in card.metrics if m.grading is None]
     if ungraded:
         raise InputDataError(card.task_id, f"not gradable: no grader for {', '.join(ungraded)}")
-    ref = _read_table(reference_dir, REFERENCE_CSV, card, _reference_error)
+    ref = _read_table(reference_dir, _reference_name(reference_dir), card, _reference_error)
     if submission_dir.is_symlink():
         raise InvalidSubmissionError("the submission folder is a symlink (refused; rule: "
                                      "files_safe)")

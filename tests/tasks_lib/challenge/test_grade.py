@@ -75,7 +75,7 @@ def test_ldct_invalid_submissions_rank_as_failed(tmp_path: Path, edit: object, r
 
 def test_missing_reference_is_our_error(tmp_path: Path) -> None:
     sub, _ = _ldct(tmp_path, [float(i) for i in range(10)])
-    with pytest.raises(InputDataError, match=r"reference\.csv not found"):
+    with pytest.raises(InputDataError, match=r"test_labels\.csv not found"):
         grade_and_rank("ldct-iqa", sub, tmp_path / "nowhere")
 
 
