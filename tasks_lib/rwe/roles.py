@@ -1,0 +1,187 @@
+"""Per-run database roles of the RWE sandbox (``../shared/specs/rwe.md`` §3 "Sandbox roles").
+
+Once per database: a ``rwe_reader`` group role that may CONNECT to the study database and SELECT
+from the study schemas only; ``PUBLIC`` loses CONNECT on every database and CREATE on ``public``.
+Per run: a login role ``rwe_run_<id>`` (random password, member of ``rwe_reader``, connection
+limit, expiry, statement/idle timeouts, temp-file cap, no superuser/createdb/createrole/
+replication) with its own ``scratch_<id>`` schema; dropped after the run whatever happened
+(:func:`run_role` is a context manager; :func:`sweep_roles` removes roles a killed run left).
+"""
+
+from __future__ import annotations
+
+import re
+import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+
+from psycopg2 import sql
+from pydantic import Field
+
+from evaluators.core import Frozen
+from tasks_lib.rwe.cluster import Server, connect
+
+READER = "rwe_reader"
+"""Group role holding the read-only grants on the study schemas."""
+
+ROLE_LIKE = r"rwe\_run\_%"
+"""LIKE pattern of per-run role names."""
+
+STUDY_SCHEMAS = ("mimiciv_hosp", "mimiciv_icu", "mimiciv_derived")
+"""Schemas a run role may read (mimic-code's names)."""
+
+
+class RoleLimits(Frozen):
+    """Per-run role limits (spec §3 defaults)."""
+
+    connection_limit: int = Field(default=4, ge=1, description="Concurrent connections.")
+    statement_timeout: str = Field(default="20min", description="statement_timeout.")
+    idle_in_transaction: str = Field(default="5min",
+                                     description="idle_in_transaction_session_timeout.")
+    temp_file_limit: str = Field(default="2GB", description="temp_file_limit.")
+    valid_for: timedelta = Field(default=timedelta(hours=2, minutes=15),
+                                 description="Login expiry after creation.")
+
+
+class RunRole(Frozen):
+    """A run's database login (what the agent's connection helper holds)."""
+
+    name: str = Field(description="Role name rwe_run_<id>.")
+    password: str = Field(description="Random password (never logged).", repr=False)
+    scratch: str = Field(description="The run's own schema scratch_<id>.")
+    database: str = Field(description="Study database.")
+
+    def dsn(self, host: str, port: int) -> str:
+        """libpq DSN through ``host`` (a socket folder as the sandbox sees it)."""
+        return (f"host={host} port={port} dbname={self.database} user={self.name} "
+                f"password={self.password} options='-c search_path={self.scratch},public'")
+
+
+def role_suffix(run_id: str) -> str:
+    """A safe identifier suffix from a run id (lowercase letters, digits, underscores)."""
+    suffix = re.sub(r"[^a-z0-9]+", "_", run_id.lower()).strip("_")
+    if not suffix:
+        raise ValueError(f"run id {run_id!r} gives no role name")
+    return suffix[:40]
+
+
+def ensure_reader(server: Server, schemas: tuple[str, ...] = STUDY_SCHEMAS) -> None:
+    """Create ``rwe_reader`` and (re)apply its grants; lock ``PUBLIC`` out (idempotent)."""
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER,))
+            if cur.fetchone() is None:
+                cur.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(READER)))
+            cur.execute("SELECT datname FROM pg_database WHERE datallowconn")
+            for (name,) in cur.fetchall():
+                cur.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
+                    sql.Identifier(name)))
+            db, reader = sql.Identifier(server.database), sql.Identifier(READER)
+            cur.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, reader))
+            cur.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            cur.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
+                        (list(schemas),))
+            for (name,) in cur.fetchall():
+                schema = sql.Identifier(name)
+                cur.execute(sql.SQL("GRANT USAGE ON SCHEMA {} TO {}").format(schema, reader))
+                cur.execute(sql.SQL("GRANT SELECT ON ALL TABLES IN SCHEMA {} TO {}").format(
+                    schema, reader))
+    finally:
+        conn.close()
+
+
+def create_role(server: Server, run_id: str, limits: RoleLimits | None = None) -> RunRole:
+    """Create the run's login role and scratch schema (spec §3 statements)."""
+    limits = limits or RoleLimits()
+    suffix = role_suffix(run_id)
+    role = RunRole(name=f"rwe_run_{suffix}", password=secrets.token_urlsafe(24),
+                   scratch=f"scratch_{suffix}", database=server.database)
+    until = (datetime.now(UTC) + limits.valid_for).isoformat()
+    name = sql.Identifier(role.name)
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute(sql.SQL(
+                "CREATE ROLE {} LOGIN PASSWORD {} IN ROLE {} CONNECTION LIMIT {} VALID UNTIL {} "
+                "NOSUPERUSER NOCREATEDB NOCREATEROLE NOREPLICATION NOBYPASSRLS").format(
+                name, sql.Literal(role.password), sql.Identifier(READER),
+                sql.Literal(limits.connection_limit), sql.Literal(until)))
+            for setting, value in (("statement_timeout", limits.statement_timeout),
+                                   ("idle_in_transaction_session_timeout",
+                                    limits.idle_in_transaction),
+                                   ("temp_file_limit", limits.temp_file_limit)):
+                cur.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
+                    name, sql.Identifier(setting), sql.Literal(value)))
+            cur.execute(sql.SQL("GRANT TEMP ON DATABASE {} TO {}").format(
+                sql.Identifier(server.database), name))
+            cur.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
+                sql.Identifier(role.scratch), name))
+    finally:
+        conn.close()
+    return role
+
+
+def drop_role(server: Server, name: str) -> None:
+    """End the role's sessions, drop its scratch schema and everything it owns, drop it."""
+    suffix = name.removeprefix("rwe_run_")
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                        "WHERE usename = %s", (name,))
+            cur.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
+                sql.Identifier(f"scratch_{suffix}")))
+            cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
+            if cur.fetchone() is not None:
+                cur.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
+                cur.execute(sql.SQL("DROP ROLE {}").format(sql.Identifier(name)))
+    finally:
+        conn.close()
+
+
+def leftover_roles(server: Server) -> list[str]:
+    """``rwe_run_%`` roles and ``scratch_%`` schemas still present (after runs: none)."""
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s UNION ALL "
+                        "SELECT nspname FROM pg_namespace WHERE nspname LIKE %s ORDER BY 1",
+                        (ROLE_LIKE, r"scratch\_%"))
+            return [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+
+
+def sweep_roles(server: Server, expired_only: bool = True) -> list[str]:
+    """Drop run roles a killed run left behind (those past their expiry unless
+    ``expired_only`` is False); returns the names dropped."""
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s "
+                        "AND (NOT %s OR rolvaliduntil < now())", (ROLE_LIKE, expired_only))
+            names = [r[0] for r in cur.fetchall()]
+    finally:
+        conn.close()
+    for name in names:
+        drop_role(server, name)
+    return names
+
+
+@contextmanager
+def run_role(server: Server, run_id: str, limits: RoleLimits | None = None
+             ) -> Iterator[RunRole]:
+    """The run's role for the duration of the ``with`` block, dropped afterwards even when the
+    block raises (a teardown failure is raised loudly: a platform bug, spec §7)."""
+    sweep_roles(server)
+    ensure_reader(server)
+    role = create_role(server, run_id, limits)
+    try:
+        yield role
+    finally:
+        drop_role(server, role.name)
+        left = [n for n in leftover_roles(server) if n in (role.name, role.scratch)]
+        if left:
+            raise RuntimeError(f"RWE teardown left {', '.join(left)} behind")
