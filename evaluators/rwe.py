@@ -146,8 +146,7 @@ def score_study(tree: QuestionTree, answers: dict[str, RawAnswer],
 
 
 def _ci_shown(tree: QuestionTree, ratio: Question, shown: set[str]) -> bool:
-    ci = tree.ci_of(ratio.question_id)
-    return ci is None or ci.question_id in shown
+    return all(ci.question_id in shown for ci in tree.ci_of(ratio.question_id))
 
 
 def _value(value: float | None) -> float:

@@ -51,6 +51,9 @@ class Question(Frozen):
                                           "[lower, upper] or a p string such as '<0.001').")
     pair_of: str | None = Field(default=None, description="For a confidence interval: the "
                                                           "ratio field it belongs to.")
+    bound: str | None = Field(default=None, description="For a confidence interval given as two "
+                                                        "fields: 'lower' or 'upper' (None: one "
+                                                        "field answered [lower, upper]).")
     options: list[str] = Field(default_factory=list, description="MCQ option letters.")
 
 
@@ -70,10 +73,10 @@ class QuestionTree(Frozen):
         """The questions of the given kinds, in order."""
         return [q for q in self.questions if q.kind in kinds]
 
-    def ci_of(self, ratio_id: str) -> Question | None:
-        """The confidence-interval field paired with ratio field ``ratio_id``."""
-        return next((q for q in self.questions if q.kind is Kind.CI and q.pair_of == ratio_id),
-                    None)
+    def ci_of(self, ratio_id: str) -> list[Question]:
+        """The confidence-interval field(s) paired with ratio field ``ratio_id`` (one
+        ``[lower, upper]`` field, or a lower and an upper bound field)."""
+        return [q for q in self.questions if q.kind is Kind.CI and q.pair_of == ratio_id]
 
 
 def visible(tree: QuestionTree, answers: dict[str, RawAnswer]) -> list[str]:
@@ -145,8 +148,11 @@ def check_answer(question: Question, raw: RawAnswer) -> None:
         if not isinstance(raw, str) or raw.strip().upper() not in question.options:
             raise InvalidSubmissionError(f"{question.question_id}: answer one option letter of "
                                          f"{', '.join(question.options)}, got {raw!r}")
-    elif kind is Kind.CI:
+    elif kind is Kind.CI and question.bound is None:
         _interval(raw)
+    elif kind is Kind.CI:
+        if _number(raw, "CI bound") <= 0:
+            raise InvalidSubmissionError(f"CI bound must be > 0, got {raw!r}")
     elif kind is Kind.P_VALUE:
         parse_p(raw)
     elif kind is Kind.COUNT:
@@ -181,14 +187,21 @@ def estimate(tree: QuestionTree, ratio: Question, answers: dict[str, RawAnswer],
              reference: bool) -> Estimate:
     """The ratio field's estimate from the reference (``reference``) or from ``answers``;
     malformed or missing parts are None."""
-    ci = tree.ci_of(ratio.question_id)
-
     def value(q: Question | None) -> RawAnswer:
         if q is None:
             return None
         return q.answer if reference else answers.get(q.question_id)
 
-    theta_raw, ci_raw = value(ratio), value(ci)
+    cis = tree.ci_of(ratio.question_id)
+    if len(cis) == 2:
+        bounds = {q.bound: value(q) for q in cis}
+        lower, upper = bounds.get("lower"), bounds.get("upper")
+        ci_raw: RawAnswer = None
+        if isinstance(lower, (int, float)) and isinstance(upper, (int, float)):
+            ci_raw = [float(lower), float(upper)]
+    else:
+        ci_raw = value(cis[0]) if cis else None
+    theta_raw = value(ratio)
     try:
         theta = _number(theta_raw, "ratio") if theta_raw is not None else None
     except InvalidSubmissionError:

@@ -182,3 +182,18 @@ def test_cardinality_bins_and_hard_subset() -> None:
     assert [list(b) for b in np.array_split(np.array(ordered), 8)] == bins
     hard = hard_subset(cards)  # n_fields 9, 10, 11 ⇔ i % 9 in (6, 7, 8): 3 × 18 cards
     assert len(hard) == 54 and "t006" in hard and "t005" not in hard
+
+
+def test_ci_as_two_bound_fields() -> None:
+    tree = QuestionTree(questions=[
+        q("g", Kind.MCQ, "A"), q("or", Kind.RATIO, 0.5, "g"),
+        Question(question_id="lo", kind=Kind.CI, answer=0.4, gate="g", pair_of="or",
+                 bound="lower"),
+        Question(question_id="hi", kind=Kind.CI, answer=0.62, gate="g", pair_of="or",
+                 bound="upper")])
+    assert score_study(tree, {"g": "A", "or": 0.6, "lo": 0.5, "hi": 0.8}).rar == 1.0
+    assert score_study(tree, {"g": "A", "or": 0.9, "lo": 0.7, "hi": 1.1}).rar == 0.0
+    missing = score_study(tree, {"g": "A", "or": 0.6, "lo": 0.5})
+    assert (missing.rar, missing.cr) == (0.0, 0.0)
+    with pytest.raises(InvalidSubmissionError):
+        check_answer(tree.get("lo"), -0.1)
