@@ -142,6 +142,8 @@ class TaskEntry(Frozen):
                                            "(first = task score).")
     n_items: int = Field(ge=0, description="Evaluation items (shuffles counted).")
     source: str = Field(description="Where the items come from (prose).")
+    judge_weights: dict[str, float] | None = Field(
+        default=None, description="Open-ended: judge dimension weights over the rubric's.")
 
 
 class MedBenchManifest(Frozen):

@@ -2,20 +2,32 @@
 
 A run's submission is ``runs/<run_id>/submission/predictions.jsonl`` (:data:`tasks_lib.medbench.
 items.SUBMISSION_FILE`), one ``{"item_id", "answer"}`` per line, against the pool (or rotation
-subset) version the run names; references stay in the pool's ``private/`` folder.
+subset) version the run names; references stay in the pool's ``private/`` folder. API mode and
+answer-upload mode produce the same folder, so both score through ``score_run``. A malformed
+predictions file is the submitter's fault: the whole submission is refused with the file and
+line (``InvalidSubmissionError``), nothing is scored. Scoring is in
+:mod:`tasks_lib.medbench.scoring`; judges use the ``MEDFLOWS_JUDGE_MODEL`` setting.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from evaluators.core import InputDataError, Track
+from evaluators.core import InputDataError, InvalidSubmissionError, Track
+from tasks_lib.medbench.items import (
+    read_manifest,
+    read_predictions,
+    read_public_items,
+    read_references,
+)
+from tasks_lib.medbench.scoring import score_predictions
 from tasks_lib.records import RunRecord, ScoreCard
+from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import KITS, TrackKit
 
 
 class MedBenchKit(TrackKit):
-    """MedBench pools: metric by answer type, macro task → dimension → overall."""
+    """MedBench pools: metric by answer type, macro task → dimension → overall (0–100)."""
 
     track = Track.MEDBENCH
     evaluator_version = "medbench/1"
@@ -23,8 +35,19 @@ class MedBenchKit(TrackKit):
                          "one_minus_ned", "rubric_judge")
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
-        """Not built yet (first commit of the interface)."""
-        raise InputDataError(run.run_id, "MedBench scoring is not implemented yet")
+        """Score the run's predictions; ``task_score`` = overall (0–100)."""
+        try:
+            predictions = read_predictions(Storage(str(submission)))
+        except InputDataError as exc:
+            raise InvalidSubmissionError(str(exc)) from None
+        scored = score_predictions(read_manifest(run.pool_url), read_public_items(run.pool_url),
+                                   read_references(run.pool_url), predictions)
+        return ScoreCard(
+            task_id=run.task_id, track=self.track, evaluator_version=self.evaluator_version,
+            pool_hash=run.pool_hash, run_id=run.run_id, primary_metric="overall",
+            task_score=scored.overall, metrics=scored.metrics, groups=scored.groups,
+            coverage=scored.coverage, per_case=scored.per_case, notes=scored.notes,
+            judge_errors=scored.judge_errors)
 
 
 KITS.add(Track.MEDBENCH.value, MedBenchKit())
