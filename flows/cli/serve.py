@@ -1,1 +1,30 @@
 """``medflows serve``: the MedBench v4 HTTP service (FastAPI + uvicorn, 127.0.0.1 by default)."""
+
+from __future__ import annotations
+
+import typer
+
+from flows.cli.groups import app, user_errors
+
+
+@app.command("serve")
+@user_errors()
+def serve(
+    host: str = typer.Option("127.0.0.1", help="Address to bind (default: this machine only)."),
+    port: int = typer.Option(8765, help="Port."),
+    subset: str = typer.Option(None, help="Default split source: active:<subset_id> (or the "
+                                          "id); requests may name another subset."),
+    pool: str = typer.Option(None, help="Default split source: a pool version root."),
+) -> None:
+    """Serve MedBench v4 over HTTP: submitters (API keys, rate limits), model endpoints,
+    randomized splits, version-locked uploads scored by the score flow, scores."""
+    import uvicorn
+
+    from flows.cli.medbench_submit import split_source
+    from flows.score import score_run
+    from tasks_lib.medbench.service import create_app
+
+    default = split_source(subset, pool) if subset or pool else None
+    typer.echo(f"medflows MedBench service on http://{host}:{port} (default pool: "
+               f"{default or 'none'})", err=True)
+    uvicorn.run(create_app(score_run, default), host=host, port=port, log_level="warning")

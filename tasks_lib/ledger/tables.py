@@ -85,3 +85,89 @@ class ScoreRow(SQLModel, table=True):
     overall: float | None = None
     card_url: str | None = None
     created_at: datetime = Field(default_factory=_now)
+
+
+class SubmitterRow(SQLModel, table=True):
+    """A MedBench submitter: an account with an API key (stored hashed) and its rate limits."""
+
+    __tablename__ = "medbench_submitters"
+
+    name: str = Field(primary_key=True)
+    key_id: str | None = Field(default=None, unique=True,
+                               description="Public half of the API key (None: no key yet).")
+    key_salt: str | None = Field(default=None, description="Hex salt of the key hash.")
+    key_hash: str | None = Field(default=None, description="Hex scrypt hash of the secret.")
+    admin: bool = False
+    uploads_per_day: int
+    items_per_minute: int
+    created_at: datetime = Field(default_factory=_now)
+
+
+class EndpointRow(SQLModel, table=True):
+    """A model endpoint registered for API mode (called by the execute flow)."""
+
+    __tablename__ = "medbench_endpoints"
+    __table_args__ = (UniqueConstraint("submitter", "model_name", "model_version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    submitter: str = Field(index=True, foreign_key="medbench_submitters.name")
+    model_name: str
+    model_version: str
+    model: str = Field(description="litellm model string.")
+    api_base: str | None = None
+    created_at: datetime = Field(default_factory=_now)
+
+
+class SplitRow(SQLModel, table=True):
+    """A downloaded randomized split: which subset version, for whom, and its private mapping."""
+
+    __tablename__ = "medbench_splits"
+
+    split_id: str = Field(primary_key=True)
+    submitter: str | None = Field(default=None, index=True)
+    pool_id: str
+    pool_version: int
+    pool_hash: str
+    pool_url: str
+    seed: int
+    n_items: int
+    mapping_json: str = Field(sa_column=Column(Text, nullable=False),
+                              description="Split item id → item id and option order (private).")
+    created_at: datetime = Field(default_factory=_now)
+    expires_at: float = Field(description="Unix time after which uploads are refused.")
+
+
+class SubmissionRow(SQLModel, table=True):
+    """One version-locked submission; append-only (a new upload for a lock is a new version)."""
+
+    __tablename__ = "medbench_submissions"
+    __table_args__ = (UniqueConstraint("submitter", "model_name", "model_version", "pool_id",
+                                       "pool_version", "evaluator_version", "version"),)
+
+    id: int | None = Field(default=None, primary_key=True)
+    submitter: str = Field(index=True, foreign_key="medbench_submitters.name")
+    model_name: str
+    model_version: str
+    pool_id: str
+    pool_version: int
+    pool_hash: str
+    evaluator_version: str
+    version: int
+    mode: str
+    split_id: str | None = None
+    run_id: str = Field(unique=True)
+    n_predictions: int
+    created_at: datetime = Field(default_factory=_now)
+
+
+class RateEventRow(SQLModel, table=True):
+    """What a submitter used (uploads, items) or was refused, for the rolling rate limits."""
+
+    __tablename__ = "medbench_rate_events"
+
+    id: int | None = Field(default=None, primary_key=True)
+    submitter: str = Field(index=True)
+    kind: str = Field(description="'upload' or 'items'.")
+    n: int
+    refused: bool = False
+    at: float = Field(index=True, description="Unix time (seconds) of the event.")

@@ -1,0 +1,139 @@
+"""MedBench submitters: accounts, API keys (stored hashed) and per-submitter rate limits.
+
+An API key is ``mbk_<key_id>_<secret>``: ``key_id`` (public, indexed) finds the account, the
+secret is checked against its salted scrypt hash (``hashlib.scrypt``, n=2^14, r=8, p=1) with
+``hmac.compare_digest``. The secret itself is stored nowhere; a lost key is replaced by issuing a
+new one (the old one stops working).
+
+Limits are rolling windows (:mod:`tasks_lib.medbench.ratelimit`): accepted uploads per day and
+items per minute (items served in a downloaded split or received in an upload). Defaults follow
+spec §6.3 (5 uploads per user per day); items per minute is a medflows choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import time
+
+from pydantic import Field
+
+from evaluators.core import Frozen, InputDataError
+from tasks_lib.ledger import medbench as ledger
+from tasks_lib.ledger.tables import SubmitterRow
+from tasks_lib.medbench.ratelimit import DAY_S, MINUTE_S, Limit, LimitKind, Refusal
+
+KEY_PREFIX = "mbk"
+DEFAULT_UPLOADS_PER_DAY = 5
+DEFAULT_ITEMS_PER_MINUTE = 5_000
+_SCRYPT = {"n": 2 ** 14, "r": 8, "p": 1, "dklen": 32}
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
+_KEY = re.compile(rf"^{KEY_PREFIX}_([0-9a-f]{{16}})_([A-Za-z0-9_-]{{20,128}})$")
+
+
+class Submitter(Frozen):
+    """A submitter as the service sees it (never the key or its hash)."""
+
+    name: str = Field(description="Account name.")
+    admin: bool = Field(description="May register submitters.")
+    uploads_per_day: int = Field(description="Accepted uploads per rolling day.")
+    items_per_minute: int = Field(description="Items (downloaded or uploaded) per rolling "
+                                              "minute.")
+    has_key: bool = Field(description="An API key has been issued.")
+
+
+class IssuedKey(Frozen):
+    """A newly issued API key: shown once, stored only hashed."""
+
+    name: str = Field(description="Account name.")
+    api_key: str = Field(description="The key (``mbk_<key_id>_<secret>``); not stored.")
+
+
+class RateLimited(Exception):
+    """A request over a submitter's rate limit (HTTP 429 with ``Retry-After``)."""
+
+    def __init__(self, refusal: Refusal) -> None:
+        self.refusal = refusal
+        limit = refusal.limit
+        what = ("uploads per day" if limit.kind is LimitKind.UPLOAD else "items per minute")
+        wait = refusal.retry_after_s
+        when = ("never: the request alone exceeds the limit" if wait is None
+                else f"retry in {wait:.0f} s")
+        super().__init__(f"rate limit: {limit.limit} {what} (used {refusal.used}); {when}")
+
+
+def check_name(name: str) -> str:
+    """A valid account name (letters, digits, ``._-``; ≤ 64 characters)."""
+    if not _NAME.match(name):
+        raise InputDataError("submitter", f"invalid name {name!r} (letters, digits, '._-', "
+                                          "at most 64 characters)")
+    return name
+
+
+def _hash(secret: str, salt: bytes) -> str:
+    return hashlib.scrypt(secret.encode(), salt=salt, **_SCRYPT).hex()
+
+
+def public(row: SubmitterRow) -> Submitter:
+    """The account without its key material."""
+    return Submitter(name=row.name, admin=row.admin, uploads_per_day=row.uploads_per_day,
+                     items_per_minute=row.items_per_minute, has_key=row.key_hash is not None)
+
+
+def ensure_submitter(name: str, admin: bool = False,
+                     uploads_per_day: int = DEFAULT_UPLOADS_PER_DAY,
+                     items_per_minute: int = DEFAULT_ITEMS_PER_MINUTE) -> Submitter:
+    """The account ``name``, created (without a key) with these limits if it does not exist."""
+    check_name(name)
+    if uploads_per_day < 1 or items_per_minute < 1:
+        raise InputDataError("limits", "uploads per day and items per minute must be ≥ 1")
+    ledger.add_submitter(SubmitterRow(name=name, admin=admin, uploads_per_day=uploads_per_day,
+                                      items_per_minute=items_per_minute))
+    row = ledger.get_submitter(name)
+    assert row is not None
+    return public(row)
+
+
+def issue_key(name: str) -> IssuedKey:
+    """A new API key for an existing account (replacing any previous key)."""
+    key_id, secret, salt = secrets.token_hex(8), secrets.token_urlsafe(32), secrets.token_bytes(16)
+    ledger.set_key(name, key_id, salt.hex(), _hash(secret, salt))
+    return IssuedKey(name=name, api_key=f"{KEY_PREFIX}_{key_id}_{secret}")
+
+
+def register(name: str, admin: bool = False, uploads_per_day: int = DEFAULT_UPLOADS_PER_DAY,
+             items_per_minute: int = DEFAULT_ITEMS_PER_MINUTE) -> IssuedKey:
+    """Create an account and issue its key; an existing name is refused."""
+    if ledger.get_submitter(check_name(name)) is not None:
+        raise InputDataError("submitter", f"{name!r} is already registered")
+    ensure_submitter(name, admin, uploads_per_day, items_per_minute)
+    return issue_key(name)
+
+
+def authenticate(api_key: str | None) -> Submitter | None:
+    """The account of ``api_key``; None for a missing, malformed or wrong key."""
+    match = _KEY.match(api_key or "")
+    if match is None:
+        return None
+    row = ledger.submitter_by_key_id(match.group(1))
+    if row is None or row.key_salt is None or row.key_hash is None:
+        return None
+    digest = _hash(match.group(2), bytes.fromhex(row.key_salt))
+    return public(row) if hmac.compare_digest(digest, row.key_hash) else None
+
+
+def limits(submitter: Submitter) -> tuple[Limit, Limit]:
+    """The submitter's (uploads per day, items per minute) limits."""
+    return (Limit(LimitKind.UPLOAD, submitter.uploads_per_day, DAY_S),
+            Limit(LimitKind.ITEMS, submitter.items_per_minute, MINUTE_S))
+
+
+def charge_items(submitter: Submitter, n: int, now: float | None = None) -> None:
+    """Use ``n`` items of the per-minute limit (a download), or raise :class:`RateLimited`."""
+    _, per_minute = limits(submitter)
+    outcome = ledger.admit(submitter.name, [ledger.Charge(per_minute, n)],
+                           time.time() if now is None else now)
+    if outcome.refusal is not None:
+        raise RateLimited(outcome.refusal)

@@ -1,0 +1,235 @@
+"""The MedBench v4 HTTP service (FastAPI; ``medflows serve`` runs it under uvicorn).
+
+Every route but ``GET /v1/health`` needs an API key (header ``X-API-Key``, or ``Authorization:
+Bearer <key>``): none or a wrong one → 401. Routes:
+
+=========================  =====================================================================
+``POST /v1/submitters``    admin: register a submitter ``{name, admin, uploads_per_day,
+                           items_per_minute}`` → ``{name, api_key}`` (the key is shown once)
+``POST /v1/endpoints``     register a model endpoint for API mode ``{model_name, model_version,
+                           model, api_base}``
+``GET /v1/endpoints``      the caller's endpoints
+``POST /v1/splits``        download a new randomized split ``{subset?, seed?}`` → ``{split,
+                           items}`` (public items only; charged to items per minute)
+``POST /v1/submissions``   upload predictions (JSONL body; query ``model_version``,
+                           ``model_name``) → the version-locked submission with its score
+``GET /v1/submissions``    the caller's submissions with their newest scores (``/{id}``: one)
+=========================  =====================================================================
+
+Over a rate limit → 429 with ``Retry-After`` (seconds); a malformed upload → 422 with every bad
+line (``errors: [{line, reason}]``) and nothing written. No route returns a reference, a key
+point, a gold letter or a split's private mapping: responses are built from public items, split
+info, submission views and score summaries only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
+from pydantic import Field
+
+from evaluators.core import Frozen, InputDataError, UnknownNameError
+from tasks_lib.ledger import medbench as ledger
+from tasks_lib.ledger.tables import EndpointRow
+from tasks_lib.medbench import accounts
+from tasks_lib.medbench.accounts import RateLimited, Submitter
+from tasks_lib.medbench.items import PublicItem
+from tasks_lib.medbench.splits import SplitInfo, make_split
+from tasks_lib.medbench.submissions import (
+    SubmissionView,
+    UploadRejected,
+    submit_upload,
+    view,
+)
+from tasks_lib.rotation import ACTIVE_PREFIX
+
+MAX_UPLOAD_BYTES = 32 * 1024 * 1024
+"""Largest predictions body accepted (413 above)."""
+
+Scorer = Callable[[str], object]
+"""Scores one stored run by id (``flows.score.score_run``: the one score flow)."""
+
+
+class NewSubmitter(Frozen):
+    """Body of ``POST /v1/submitters``."""
+
+    name: str = Field(description="Account name.")
+    admin: bool = Field(default=False, description="May register submitters.")
+    uploads_per_day: int = Field(default=accounts.DEFAULT_UPLOADS_PER_DAY, ge=1,
+                                 description="Accepted uploads per rolling day.")
+    items_per_minute: int = Field(default=accounts.DEFAULT_ITEMS_PER_MINUTE, ge=1,
+                                  description="Items per rolling minute.")
+
+
+class NewEndpoint(Frozen):
+    """Body of ``POST /v1/endpoints`` (API mode)."""
+
+    model_name: str = Field(min_length=1, max_length=64, description="Model name.")
+    model_version: str = Field(min_length=1, max_length=128, description="Version string.")
+    model: str = Field(min_length=1, max_length=200, description="litellm model string.")
+    api_base: str | None = Field(default=None, max_length=500,
+                                 description="OpenAI-compatible base URL (None: the provider's).")
+
+
+class Endpoint(Frozen):
+    """A registered endpoint as the service returns it."""
+
+    endpoint_id: int = Field(description="Ledger id.")
+    submitter: str = Field(description="Owner.")
+    model_name: str = Field(description="Model name.")
+    model_version: str = Field(description="Version string.")
+    model: str = Field(description="litellm model string.")
+    api_base: str | None = Field(description="Base URL.")
+
+
+class SplitRequest(Frozen):
+    """Body of ``POST /v1/splits``."""
+
+    subset: str | None = Field(default=None, max_length=100,
+                               description="Rotation subset id (its active version); None: the "
+                                           "service's default pool.")
+    seed: int | None = Field(default=None, ge=0, lt=2 ** 31,
+                             description="Seed of order and permutations (None: random).")
+
+
+class SplitDownload(Frozen):
+    """Response of ``POST /v1/splits``."""
+
+    split: SplitInfo = Field(description="Split identity, lock and expiry.")
+    items: list[PublicItem] = Field(description="Public items, in split order.")
+
+
+def _endpoint(row: EndpointRow) -> Endpoint:
+    assert row.id is not None
+    return Endpoint(endpoint_id=row.id, submitter=row.submitter, model_name=row.model_name,
+                    model_version=row.model_version, model=row.model, api_base=row.api_base)
+
+
+def caller(x_api_key: Annotated[str | None, Header()] = None,
+           authorization: Annotated[str | None, Header()] = None) -> Submitter:
+    """The authenticated submitter (401 without a valid key)."""
+    key = x_api_key
+    if key is None and authorization and authorization.lower().startswith("bearer "):
+        key = authorization[7:].strip()
+    who = accounts.authenticate(key)
+    if who is None:
+        raise HTTPException(401, "missing or invalid API key",
+                            headers={"WWW-Authenticate": "Bearer"})
+    return who
+
+
+Caller = Annotated[Submitter, Depends(caller)]
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(RateLimited)
+    def _limited(_: Request, exc: RateLimited) -> JSONResponse:
+        wait = exc.refusal.retry_after_s
+        if wait is None:
+            return JSONResponse({"detail": str(exc)}, status_code=422)
+        return JSONResponse({"detail": str(exc)}, status_code=429,
+                            headers={"Retry-After": str(max(1, math.ceil(wait)))})
+
+    @app.exception_handler(UploadRejected)
+    def _rejected(_: Request, exc: UploadRejected) -> JSONResponse:
+        return JSONResponse({"detail": str(exc), "n_errors": exc.n_errors,
+                             "errors": [e.model_dump() for e in exc.errors]}, status_code=422)
+
+    @app.exception_handler(InputDataError)
+    def _bad_input(_: Request, exc: InputDataError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+    @app.exception_handler(UnknownNameError)
+    def _unknown(_: Request, exc: UnknownNameError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=422)
+
+
+def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
+    """The service.
+
+    Args:
+        score: Scores a stored run (the one score flow), called after an upload is stored.
+        default_pool: Pool or ``active:<subset_id>`` a split is drawn from when the request
+            names no subset (None: requests must name one).
+    """
+    app = FastAPI(title="medflows MedBench v4", version="1")
+    _errors(app)
+
+    @app.get("/v1/health")
+    def health() -> dict[str, str]:
+        return {"status": "ok"}
+
+    @app.post("/v1/submitters", status_code=201)
+    def add_submitter(body: NewSubmitter, who: Caller) -> accounts.IssuedKey:
+        if not who.admin:
+            raise HTTPException(403, "only an admin may register submitters")
+        return accounts.register(body.name, body.admin, body.uploads_per_day,
+                                 body.items_per_minute)
+
+    @app.post("/v1/endpoints", status_code=201)
+    def add_endpoint(body: NewEndpoint, who: Caller) -> Endpoint:
+        row = ledger.add_endpoint(EndpointRow(submitter=who.name, **body.model_dump()))
+        if row is None:
+            raise HTTPException(409, f"{body.model_name}@{body.model_version} is already "
+                                     "registered (a new version needs a new version string)")
+        return _endpoint(row)
+
+    @app.get("/v1/endpoints")
+    def list_endpoints(who: Caller) -> list[Endpoint]:
+        return [_endpoint(r) for r in ledger.endpoints(submitter=who.name)]
+
+    @app.post("/v1/splits", status_code=201)
+    def new_split(body: SplitRequest, who: Caller) -> SplitDownload:
+        pool = ACTIVE_PREFIX + accounts.check_name(body.subset) if body.subset else default_pool
+        if pool is None:
+            raise HTTPException(422, "name a subset: this service has no default pool")
+        split = make_split(pool, who.name, body.seed,
+                           charge=lambda n: accounts.charge_items(who, n))
+        return SplitDownload(split=split.info, items=split.items)
+
+    @app.post("/v1/submissions", status_code=201)
+    async def upload(request: Request, who: Caller,
+                     model_version: Annotated[str, Query(min_length=1, max_length=128)],
+                     model_name: Annotated[str | None, Query(max_length=64)] = None,
+                     ) -> SubmissionView:
+        body = await _body(request)
+        from starlette.concurrency import run_in_threadpool
+
+        return await run_in_threadpool(_submit, body, who, model_version, model_name, score)
+
+    @app.get("/v1/submissions")
+    def list_submissions(who: Caller) -> list[SubmissionView]:
+        return [view(r) for r in ledger.submissions(submitter=who.name)]
+
+    @app.get("/v1/submissions/{submission_id}")
+    def one_submission(submission_id: int, who: Caller) -> SubmissionView:
+        rows = ledger.submissions(id=submission_id, submitter=who.name)
+        if not rows:
+            raise HTTPException(404, f"no submission {submission_id} of yours")
+        return view(rows[0])
+
+    return app
+
+
+async def _body(request: Request) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > MAX_UPLOAD_BYTES:
+            raise HTTPException(413, f"upload larger than {MAX_UPLOAD_BYTES} bytes")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _submit(body: bytes, who: Submitter, model_version: str, model_name: str | None,
+            score: Scorer) -> SubmissionView:
+    row = submit_upload(body, "upload", who, model_version, model_name)
+    score(row.run_id)
+    return view(row)
+
+

@@ -1,0 +1,95 @@
+"""A tiny MedBench pool written by hand in the pool layout of :mod:`tasks_lib.medbench.items`
+(for the submission and service tests), and the reference strings that must never leave the
+server."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from datetime import UTC, datetime
+from typing import Any
+
+from tasks_lib.medbench.items import MANIFEST, PUBLIC_ITEMS, REFERENCES
+from tasks_lib.storage import Storage
+
+OPTIONS = {"A": "Metformin", "B": "Insulin glargine", "C": "Aspirin", "D": "Warfarin"}
+ITEMS: list[tuple[dict[str, Any], dict[str, Any]]] = [
+    ({"item_id": "q1#s0", "task_id": "mcq", "dimension": "MKQA", "specialty": "endocrinology",
+      "answer_type": "single_choice", "prompt": "First-line drug for type 2 diabetes?",
+      "options": OPTIONS, "answer_schema": "one option letter"},
+     {"item_id": "q1#s0", "task_id": "mcq", "answer_type": "single_choice", "letter": "A",
+      "permutation": ["A", "B", "C", "D"], "text": "Metformin"}),
+    ({"item_id": "q1#s1", "task_id": "mcq", "dimension": "MKQA", "specialty": "endocrinology",
+      "answer_type": "single_choice", "prompt": "First-line drug for type 2 diabetes?",
+      "options": {"A": "Aspirin", "B": "Warfarin", "C": "Metformin", "D": "Insulin glargine"},
+      "answer_schema": "one option letter"},
+     {"item_id": "q1#s1", "task_id": "mcq", "answer_type": "single_choice", "letter": "C",
+      "permutation": ["C", "D", "A", "B"], "text": "Metformin"}),
+    ({"item_id": "o1", "task_id": "open", "dimension": "MLG", "specialty": "cardiology",
+      "answer_type": "open_ended", "prompt": "Explain how to take a statin safely.",
+      "answer_schema": "free text"},
+     {"item_id": "o1", "task_id": "open", "answer_type": "open_ended",
+      "text": "Take atorvastatin once nightly and report unexplained muscle pain promptly",
+      "key_points": ["report unexplained muscle pain", "check liver enzymes at baseline"],
+      "rubric_id": "A.1.2"}),
+    ({"item_id": "m1", "task_id": "labels", "dimension": "MLU", "specialty": "radiology",
+      "answer_type": "multi_label", "prompt": "Findings named in: 'Small left effusion.'",
+      "answer_schema": "list of finding labels"},
+     {"item_id": "m1", "task_id": "labels", "answer_type": "multi_label",
+      "labels": ["pleural effusion left side"]}),
+    ({"item_id": "e1", "task_id": "extract", "dimension": "MLU", "specialty": "radiology",
+      "answer_type": "extraction", "prompt": "Extract (type, value) pairs from the header.",
+      "answer_schema": "list of [type, value]"},
+     {"item_id": "e1", "task_id": "extract", "answer_type": "extraction",
+      "tuples": [["Modality", "computed tomography series"]]}),
+    ({"item_id": "s1", "task_id": "codes", "dimension": "MLU", "specialty": "cardiology",
+      "answer_type": "string", "prompt": "ICD-10 code of the diagnosis in the note.",
+      "answer_schema": "one code string"},
+     {"item_id": "s1", "task_id": "codes", "answer_type": "string", "text": "I21.4-secretcode"}),
+    ({"item_id": "r1", "task_id": "boxes", "dimension": "MM-A1", "specialty": "radiology",
+      "answer_type": "region", "prompt": "Box the nodule.", "answer_schema": "list of boxes"},
+     {"item_id": "r1", "task_id": "boxes", "answer_type": "region",
+      "boxes": [[11.5, 22.25, 33.75, 44.125]]}),
+]
+TASKS = {
+    "mcq": ("MKQA", "endocrinology", "single_choice", ["shuffled_accuracy"]),
+    "open": ("MLG", "cardiology", "open_ended", ["keypoint_macro_recall"]),
+    "labels": ("MLU", "radiology", "multi_label", ["micro_f1"]),
+    "extract": ("MLU", "radiology", "extraction", ["micro_f1"]),
+    "codes": ("MLU", "cardiology", "string", ["one_minus_ned"]),
+    "boxes": ("MM-A1", "radiology", "region", ["iou_set"]),
+}
+
+
+def write_pool(root: Storage, pool_id: str = "mbhand", version: int = 1) -> str:
+    """Write the pool under ``root``; returns its root URL."""
+    h = hashlib.sha256()
+    for public, private in ITEMS:
+        h.update(json.dumps({"public": public, "private": private}, sort_keys=True).encode())
+    tasks = {t: {"dimension": d, "specialty": s, "answer_type": a, "metrics": m,
+                 "n_items": sum(p["task_id"] == t for p, _ in ITEMS), "source": "hand-written"}
+             for t, (d, s, a, m) in TASKS.items()}
+    root.write_text(PUBLIC_ITEMS, "".join(json.dumps(p) + "\n" for p, _ in ITEMS))
+    root.write_text(REFERENCES, "".join(json.dumps(r) + "\n" for _, r in ITEMS))
+    root.write_json(MANIFEST, {
+        "pool_id": pool_id, "version": version, "content_hash": h.hexdigest(),
+        "created_at": datetime(2026, 11, 24, tzinfo=UTC).isoformat(), "seed": 7,
+        "tasks": tasks, "n_items": len(ITEMS)})
+    return root.root_url
+
+
+def secret_strings() -> list[str]:
+    """Reference strings that never appear in public items (what a leak scan looks for):
+    open-ended texts, key points, labels, tuple values, strings and box numbers."""
+    public = json.dumps([p for p, _ in ITEMS])
+    found: list[str] = []
+    for _, ref in ITEMS:
+        for key in ("text", "labels", "tuples", "key_points", "boxes"):
+            value = ref.get(key)
+            values = value if isinstance(value, list) else [value]
+            for v in values:
+                for s in (v if isinstance(v, list) else [v]):
+                    text = str(s) if s is not None else ""
+                    if len(text) >= 6 and text not in public:
+                        found.append(text)
+    return sorted(set(found))
