@@ -103,8 +103,8 @@ def register(
 ) -> None:
     """Register a submitter of the HTTP service and print its API key (shown once, stored
     hashed) as JSON."""
-    from tasks_lib.medbench import accounts
     from tasks_lib.ledger import medbench as ledger
+    from tasks_lib.medbench import accounts
 
     if new_key:
         if ledger.get_submitter(accounts.check_name(name)) is None:
