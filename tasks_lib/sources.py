@@ -166,9 +166,31 @@ class ImageFolderSource(Frozen):
         default=None, description="Voxel size (mm) per array axis of PNG/TIFF images.")
 
 
+class MedBenchSource(Frozen):
+    """A MedBench-style task built from data we hold (``tasks_lib/medbench/bank.py``)."""
+
+    kind: Literal["medbench_bank"] = Field(description="Source type discriminator.")
+    builder: str = Field(description="Registered bank builder that makes the items (see "
+                                      "docs/medbench.md).")
+    dimension: str = Field(description="Capability dimension: MLU, MLG, MKQA, CMR, HSE, MM-A1, "
+                                       "MM-A2, MM-A3.")
+    specialty: str = Field(description="Clinical specialty of the task's items (default).")
+    answer_type: str = Field(description="single_choice, multi_label, extraction, open_ended, "
+                                         "region or string.")
+    inputs: list[str] = Field(default_factory=list,
+                              description="Data references (relative to the data root).")
+    n_items: int = Field(default=4, ge=1, description="Base items drawn (before shuffles).")
+    shuffles: int = Field(default=3, ge=1, description="Single choice: seeded option shuffles "
+                                                       "per question (each its own item).")
+    seed: int = Field(default=0, description="Seed of every draw of the builder.")
+    rubric: str | None = Field(default=None, description="Open-ended: judge rubric id.")
+    judge_weights: dict[str, float] | None = Field(
+        default=None, description="Open-ended: judge dimension weights over the rubric's.")
+
+
 Source = Annotated[
     QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
-    | ChallengeSource | ImageFolderSource,
+    | ChallengeSource | ImageFolderSource | MedBenchSource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""
