@@ -49,3 +49,4 @@ def rwe_server(rwe_cluster: Cluster) -> Server:
         cur.execute(TINY_STUDY)
     conn.close()
     return server
+
