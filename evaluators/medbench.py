@@ -15,7 +15,7 @@ registry entries):
   gold labels as FN.
 * ``keypoint_macro_recall`` (open-ended, whole set): per item TP/(TP+FN) over its key points,
   averaged over items with ≥ 1 key point (items with none are excluded from N); a missing answer
-  has recall 0. Coverage is lexical here (:func:`covers`); the kit may pass judge decisions.
+  has recall 0. Coverage is lexical here (:func:`covers`); callers may pass judge decisions.
 * ``iou_set`` (region / set, per item): boxes → Hungarian matching on IoU, Σ matched IoU /
   max(|P|, |G|), an invalid box (x2 ≤ x1 or y2 ≤ y1) matches nothing; other elements → set IoU.
   Both empty ⇒ 1, exactly one empty ⇒ 0, missing ⇒ 0.
@@ -140,15 +140,16 @@ _WORD = re.compile(r"\w{4,}")
 
 
 def covers(answer: str, key_point: str) -> bool:
-    """Lexical coverage: the normalized key point occurs in the normalized answer, or every
-    content word of it (≥ 4 word characters) does."""
+    """Lexical coverage: the normalized key point occurs in the normalized answer, or the stem
+    of every content word of it does (words of ≥ 4 word characters; stem = the word without its
+    last 3 characters, at least 4 kept: "hyperintensity" is covered by "hyperintense")."""
     a, k = normalize(answer), normalize(key_point)
     if not k:
         return False
     if k in a:
         return True
     words = _WORD.findall(k)
-    return bool(words) and all(w in a for w in words)
+    return bool(words) and all(w[:max(4, len(w) - 3)] in a for w in words)
 
 
 def keypoint_recall(answer: str | None, key_points: Sequence[str],

@@ -65,8 +65,9 @@ def item_values(ref: Reference, answer: Any) -> dict[str, float]:
     if kind in (AnswerType.MULTI_LABEL, AnswerType.EXTRACTION):
         gold = ref.labels if kind is AnswerType.MULTI_LABEL else ref.tuples
         return {"micro_f1": f1_from_counts([label_counts(_list(answer), gold)])}
-    if kind is AnswerType.REGION:
-        return {"iou_set": iou_set(_list(answer), ref.boxes or ref.labels)}
+    if kind is AnswerType.REGION:  # a missing answer is 0, even against an empty reference
+        return {"iou_set": 0.0 if answer is None else iou_set(_list(answer),
+                                                              ref.boxes or ref.labels)}
     if kind is AnswerType.STRING:
         return {"one_minus_ned": one_minus_ned(_text(answer), ref.text or "")}
     recall = keypoint_recall(_text(answer), ref.key_points)

@@ -167,6 +167,8 @@ def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
     def add_submitter(body: NewSubmitter, who: Caller) -> accounts.IssuedKey:
         if not who.admin:
             raise HTTPException(403, "only an admin may register submitters")
+        if ledger.get_submitter(accounts.check_name(body.name)) is not None:
+            raise HTTPException(409, f"{body.name!r} is already registered")
         return accounts.register(body.name, body.admin, body.uploads_per_day,
                                  body.items_per_minute)
 
