@@ -11,6 +11,7 @@ Official TopCoW behaviour (what the leaderboards used) and how it differs from t
   components under *full* connectivity (8 in 2D, 26 in 3D), averaged over the classes present in
   the reference. *Official*: classes present only in the prediction are **ignored**, and a
   reference with no foreground scores 0 (the textbook error would count spurious classes).
+  TopBrain averages over the labels of either map instead (``labels="union"`` in its cards).
 """
 
 from __future__ import annotations
@@ -32,12 +33,20 @@ def _cl_score(skeleton: NDArray[np.bool_], volume: NDArray[np.bool_]) -> float:
 @metric("cldice", direction=Direction.HIGHER, averaging="mean over cases",
         both_empty=0.0, one_empty=0.0, missing=0.0,
         description="centerline Dice on the binary vessel mask (official TopCoW conventions)")
-def cldice(prediction: NDArray[np.integer], reference: NDArray[np.integer]) -> float:
-    """Centerline Dice of two label maps (2D or 3D), all labels merged to foreground."""
+def cldice(prediction: NDArray[np.integer], reference: NDArray[np.integer], *,
+           reverse_axes: bool = False) -> float:
+    """Centerline Dice of two label maps (2D or 3D), all labels merged to foreground.
+
+    ``reverse_axes`` skeletonises the arrays with their axes reversed: a NIfTI array read by
+    nibabel is (x, y, z) while the TopCoW code skeletonises SimpleITK's (z, y, x) array, and
+    the 3D thinning is not invariant to the axis order (a voxel or two of skeleton can differ).
+    """
     pred, ref = np.asarray(prediction) > 0, np.asarray(reference) > 0
     if pred.shape != ref.shape:
         raise InvalidSubmissionError(
             f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
+    if reverse_axes:
+        pred, ref = pred.T, ref.T
     tprec = _cl_score(skeletonize(pred).astype(bool), ref)  # type: ignore[no-untyped-call]
     tsens = _cl_score(skeletonize(ref).astype(bool), pred)  # type: ignore[no-untyped-call]
     return 0.0 if tprec + tsens == 0 else 2 * tprec * tsens / (tprec + tsens)
@@ -54,13 +63,19 @@ def betti0(mask: NDArray[np.bool_]) -> int:
 @metric("b0_error", direction=Direction.LOWER, averaging="class average per case, mean over cases",
         both_empty=0.0, missing=float("inf"),
         description="class-average Betti-0 error over reference classes (official TopCoW)")
-def betti0_error(prediction: NDArray[np.integer], reference: NDArray[np.integer]) -> float:
-    """Class-average ``|b0(pred == c) − b0(ref == c)|`` over the reference's foreground classes."""
+def betti0_error(prediction: NDArray[np.integer], reference: NDArray[np.integer], *,
+                 labels: str = "reference") -> float:
+    """Class-average ``|b0(pred == c) − b0(ref == c)|`` over the reference's foreground classes
+    (``labels="reference"``, TopCoW) or those of either map (``labels="union"``, TopBrain)."""
     pred, ref = np.asarray(prediction), np.asarray(reference)
     if pred.shape != ref.shape:
         raise InvalidSubmissionError(
             f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
-    classes = [int(c) for c in np.unique(ref) if c != 0]
+    if labels not in ("reference", "union"):
+        raise ValueError(f"labels must be 'reference' or 'union', not {labels!r}")
+    found = set(np.unique(ref).tolist()) | (set(np.unique(pred).tolist())
+                                            if labels == "union" else set())
+    classes = sorted(int(c) for c in found if c != 0)
     if not classes:
         return 0.0
     errors = [abs(betti0(pred == c) - betti0(ref == c)) for c in classes]

@@ -38,10 +38,93 @@ _ANTERIOR = ["l_a1", "acom", "third_a2", "r_a1"]
 _POSTERIOR = ["l_pcom", "l_p1", "r_p1", "r_pcom"]
 _F1 = {f"f1_{t}": Grading(evaluator=f"instance_f1_{t}", scope=GradingScope.PER_CASE)
        for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
-_VESSELS = {
-    "cldice": Grading(evaluator="cldice", scope=GradingScope.PER_CASE, aggregate=_MEAN),
-    "b0_error": Grading(evaluator="b0_error", scope=GradingScope.PER_CASE, aggregate=_MEAN),
-}
+_PER, _WHOLE = GradingScope.PER_CASE, GradingScope.WHOLE_SET
+_TOPCOW_SEG = ("topcow-track1-task1", "topcow-track2-task1")
+_TOPCOW_BOX = ("topcow-track1-task2", "topcow-track2-task2")
+_TOPBRAIN = ("topbrain-track1", "topbrain-track2")
+_PANTHER = ("panther-task1", "panther-task2")
+_PUMA_NUCLEI = ("puma-track1-task2", "puma-track2-task2")
+_DENTEX_ASPECTS = ["quadrant", "enumeration", "diagnosis"]
+_PUMA_T1_ALIASES = {"tils": "TILs", "til": "TILs", "lymphocyte": "TILs",
+                    "lymphocytes": "TILs", "tumor": "tumor", "tumour": "tumor",
+                    "other": "other", "others": "other"}
+_PUMA_T2_CLASSES = ["tumor", "lymphocytes", "plasma_cells", "histiocytes", "melanophages",
+                    "neutrophils", "stromal_cells", "epithelium", "endothelium",
+                    "apoptotic_cells"]
+_PUMA_T2_ALIASES = {**{c: c for c in _PUMA_T2_CLASSES},
+                    **{f"nuclei_{k}": v for k, v in (
+                        ("lymphocyte", "lymphocytes"), ("plasma_cell", "plasma_cells"),
+                        ("histiocyte", "histiocytes"), ("melanophage", "melanophages"),
+                        ("neutrophil", "neutrophils"), ("stroma", "stromal_cells"),
+                        ("apoptosis", "apoptotic_cells"))}}
+_SIDE_ROADS = {"topbrain-track1": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                                   37, 38, 39],
+               "topbrain-track2": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                                   41, 42]}
+_TOPCOW_REGIONS = {"anterior": [10, 11, 12, 15], "posterior": [2, 3, 8, 9]}
+
+
+def _topcow_seg() -> dict[str, Grading]:
+    ref = {"labels": "reference"}
+    grading = {
+        "dice": Grading(evaluator="class_dice", scope=_PER,
+                        params={**ref, "epsilon": 1e-7, "no_labels": 1.0}),
+        "cldice": Grading(evaluator="cldice", scope=_PER, params={"reverse_axes": True}),
+        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=ref),
+        "hd95": Grading(evaluator="class_hd95", scope=_PER, spacing=True,
+                        params={**ref, "upper_bound": 90.0}),
+        "f1_grp2": Grading(evaluator="label_detection_f1", scope=_WHOLE,
+                           params={"detect": [8, 9, 10, 15], "iou_threshold": 0.25}),
+    }
+    for region, labels in _TOPCOW_REGIONS.items():
+        for column in (f"{region}_graph_acc", f"{region}_topology"):
+            grading[column] = Grading(evaluator="region_match_rate", scope=_WHOLE,
+                                      params={"region": labels, "iou_threshold": 0.25})
+    return grading
+
+
+def _topbrain(challenge_id: str, root: Path) -> dict[str, Grading]:
+    union = {"labels": "union"}
+    table = json.loads((root / challenge_id / "valid_neighbors.json").read_text())
+    return {
+        "dice": Grading(evaluator="class_dice", scope=_PER,
+                        params={**union, "epsilon": 0.0, "no_labels": 0.0}),
+        "cldice": Grading(evaluator="cldice_per_label", scope=_PER, params=union),
+        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=union),
+        "hd95": Grading(evaluator="class_hd95", scope=_PER, spacing=True,
+                        params={**union, "upper_bound": 290.0}),
+        "neighbor_error": Grading(evaluator="neighbor_error", scope=_PER,
+                                  params={**union, "valid_neighbors": table}),
+        "f1_side_road": Grading(evaluator="label_detection_f1", scope=_WHOLE,
+                                params={"detect": _SIDE_ROADS[challenge_id],
+                                        "iou_threshold": 0.25}),
+    }
+
+
+def _panther() -> dict[str, Grading]:
+    tumour = {"tumour_label": 1}
+    return {
+        "dsc": Grading(evaluator="panther_dice", scope=_PER, params=tumour),
+        "msd": Grading(evaluator="panther_surface_dice", scope=_PER, spacing=True,
+                       params={**tumour, "tolerance_mm": 5.0}),
+        "hd95": Grading(evaluator="panther_hd95", scope=_PER, spacing=True,
+                        params={**tumour, "percent": 95.0}),
+        "masd": Grading(evaluator="panther_masd", scope=_PER, spacing=True, params=tumour),
+        "rmse": Grading(evaluator="panther_volume_rmse", scope=_WHOLE, spacing=True,
+                        params=tumour),
+    }
+
+
+def _dentex() -> dict[str, Grading]:
+    grading = {}
+    for aspect in ("mean", *_DENTEX_ASPECTS):
+        aspects = _DENTEX_ASPECTS if aspect == "mean" else [aspect]
+        for stat in ("ap", "ap50", "ap75", "ar"):
+            grading[f"{stat}_{aspect}"] = Grading(evaluator=f"dentex_{stat}", scope=_WHOLE,
+                                                  params={"aspects": aspects})
+    return grading
+
+
 GRADING: dict[str, dict[str, Grading]] = {
     "ldct-iqa": {"score": Grading(evaluator="ldct_iqa_score", scope=GradingScope.WHOLE_SET)},
     "neurips-cellseg": _F1,
@@ -61,9 +144,34 @@ GRADING: dict[str, dict[str, Grading]] = {
         "abs_volume_diff": Grading(evaluator="abs_volume_diff", scope=GradingScope.PER_CASE,
                                    spacing=True),
     },
-    **{c: _VESSELS for c in ("topbrain-track1", "topbrain-track2", "topcow-track1-task1",
-                             "topcow-track2-task1")},
 }
+
+
+def _grading(root: Path) -> dict[str, dict[str, Grading]]:
+    """Which registered metric (with which conventions) grades each leaderboard column."""
+    return {**GRADING,
+            **{c: _topcow_seg() for c in _TOPCOW_SEG},
+            **{c: _topbrain(c, root) for c in _TOPBRAIN},
+            **{c: _panther() for c in _PANTHER},
+            "dentex": _dentex(),
+            "seg_a": {"hd_50pc": Grading(evaluator="seg_a_hd", scope=_PER, spacing=True,
+                                         aggregate=Aggregate.MEDIAN,
+                                         params={"voxel_units": True}),
+                      "dsc_50pc": Grading(evaluator="binary_dice", scope=_PER,
+                                          aggregate=Aggregate.MEDIAN)},
+            "puma-track1-task2": {"f1": Grading(
+                evaluator="puma_nuclei_f1", scope=_WHOLE,
+                params={"classes": ["tumor", "TILs", "other"], "aliases": _PUMA_T1_ALIASES,
+                        "max_distance": 15.0, "inclusive": False, "absent": "zero"})},
+            "puma-track2-task2": {"f1": Grading(
+                evaluator="puma_nuclei_f1", scope=_WHOLE,
+                params={"classes": _PUMA_T2_CLASSES, "aliases": _PUMA_T2_ALIASES,
+                        "max_distance": 15.0, "inclusive": True, "absent": "skip"})},
+            **{c: {"boundary_iou": Grading(evaluator="box_boundary_iou", scope=_PER,
+                                           params={"ratio": 0.2}),
+                   "iou": Grading(evaluator="box_boundary_iou", scope=_PER,
+                                  params={"ratio": 0.5})} for c in _TOPCOW_BOX}}
+
 
 EXTRA_NOTES = {
     "usenhance": ["ssim and psnr are graded with the shared imaging metrics (Gaussian-weighted "
@@ -81,6 +189,57 @@ EXTRA_NOTES = {
     "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
                         "an image without any true positive scores F1 = 0 (see "
                         "evaluators/instance.py)."],
+    "dentex": ["Graded as the ReX-MLE port (pycocotools COCOeval 'bbox', one run per aspect over "
+               "all images with the annotations relabelled by category_id_1/2/3; AP = stats[0], "
+               "AP50 = stats[1], AP75 = stats[2], AR = stats[8]; *_mean = mean of the three "
+               "aspects). Kept quirk: a predicted box [a, b, c, d] with c > a, d > b and "
+               "(c > a + 50 or d > b + 50) is read as corners. Departures: detections belong to "
+               "the image of their row; a submission with no detection scores 0 instead of "
+               "failing (see evaluators/dentex.py)."],
+    **{c: ["Graded as the ReX-MLE port with DeepMind surface-distance conventions (surfel-"
+           "weighted): tumour = label 1; dsc, msd = surface Dice at 5 mm, hd95 = robust "
+           "Hausdorff 95 %, masd = mean of the two directed average distances, rmse = sqrt of "
+           "the mean squared tumour-volume error in mm^3; a uniform prediction scores 0 / "
+           "volume diagonal. Departures: files are NIfTI here (the challenge uses .mha) and "
+           "the spacing is the reference's, not the prediction's (see evaluators/panther.py)."]
+       for c in _PANTHER},
+    "puma-track1-task2": ["Graded as the ReX-MLE port of the official PUMA track-1 evaluation: "
+                          "vertex-mean centroids matched within < 15 px, same class, greedy by "
+                          "(-score, distance); classes tumor, TILs (lymphocytes only), other; "
+                          "per-case F1 per class (absent from both = 0) averaged over all cases, "
+                          "then macro (see evaluators/nuclei.py)."],
+    "puma-track2-task2": ["Graded as the ReX-MLE port of the official PUMA track-2 evaluation: "
+                          "as track 1 but matched within <= 15 px over 10 classes, names "
+                          "normalised (nuclei_* aliases) and unknown names dropped; a class is "
+                          "averaged only over the cases where it appears, a class never seen "
+                          "scores 0 (see evaluators/nuclei.py)."],
+    "seg_a": ["Graded as the ReX-MLE port: per case binary Dice (both empty = 1) and the "
+              "*directed* prediction-to-reference Hausdorff distance (MONAI surface distances), "
+              "medians over cases. Kept as a documented convention: the port's spacing bug makes "
+              "the distance voxel units (voxel_units: true); one empty mask = image diagonal. "
+              "Files are NIfTI here (the challenge uses .seg.nrrd); the official Sobol-based "
+              "ranking is not computed (see evaluators/aorta.py)."],
+    **{c: ["Graded as the ReX-MLE port of TopBrain_Eval_Metrics: label set = labels of either "
+           "map; per label Dice (SimpleITK, 0 if absent on a side), clDice, Betti-0 error "
+           "(26-connectivity), HD95 of the directed prediction-to-reference MONAI distances "
+           "(290 mm if absent on a side), invalid 26-neighbours against the challenge's "
+           "allowed-neighbour table (card params, from the challenge's "
+           "valid_neighbors_*_all.json); side-road detection F1 at IoU >= 0.25 pooled over "
+           "cases (see evaluators/vessels.py)."] for c in _TOPBRAIN},
+    **{c: ["Graded as the ReX-MLE port of TopCoW_Eval_Metrics: Dice (+1e-7), Betti-0 and HD95 "
+           "(directed prediction-to-reference, 90 mm if absent) averaged over the reference's "
+           "labels; clDice on the merged binary mask, skeletonised in SimpleITK (z, y, x) axis "
+           "order; group-2 (8, 9, 10, 15) detection F1 at IoU >= 0.25 pooled over cases. "
+           "*_graph_acc and *_topology are the port's simplification (a region matches if all "
+           "its labels have IoU >= 0.25 or are absent from both; the balanced accuracy with "
+           "every true label 'correct' equals the match rate), not the official graph "
+           "classification and topology matching (see evaluators/vessels.py)."]
+       for c in _TOPCOW_SEG},
+    **{c: ["Graded with the official TopCoW definitions (TopCoW_Eval_Metrics "
+           "boundary_iou_from_tuple): location = minimum corner, boundary band = voxels within "
+           "ceil(0.2 * size) of a face inside the box, IoU = the same at ratio 0.5. The "
+           "ReX-MLE port dilates the box outward instead; that departure is not followed "
+           "(see evaluators/cow_boxes.py)."] for c in _TOPCOW_BOX},
 }
 
 _MASKS = "one {fmt} label map per case, same grid as the image; path relative to the folder"
@@ -91,6 +250,22 @@ LAYOUTS: dict[str, SubmissionLayout] = {
                     "each Circle-of-Willis edge, anterior l_a1,acom,third_a2,r_a1 and posterior "
                     "l_pcom,l_p1,r_p1,r_pcom; CSV only (ReX-MLE took one YAML/JSON edge file "
                     "per case with the same eight edges).") for c in _TOPCOW_GRAPH},
+    "dentex": SubmissionLayout(
+        id_column="image_id", file_column="predictions_json", file_format=FileFormat.JSON,
+        description="submission.csv with image_id,predictions_json; each path names a JSON list "
+                    "of detections (or {\"annotations\": [...]}) with bbox [x, y, w, h], "
+                    "category_id_1 (quadrant 1-4), category_id_2 (tooth 1-8), category_id_3 "
+                    "(diagnosis 1-4) and score."),
+    **{c: SubmissionLayout(
+        id_column="case_id", file_column="predicted_nuclei_path", file_format=FileFormat.JSON,
+        description="submission.csv with case_id,predicted_nuclei_path; each path names a JSON "
+                    "document {\"polygons\": [{\"name\", \"path_points\": [[x, y], ...], "
+                    "\"score\"}]} of detected nuclei.") for c in _PUMA_NUCLEI},
+    **{c: SubmissionLayout(
+        id_column="image_id", file_column="predicted_bbox_path", file_format=FileFormat.JSON,
+        description="submission.csv with image_id,predicted_bbox_path; each path names a JSON "
+                    "box {\"size\": [x, y, z], \"location\": [x, y, z]} in voxels, location "
+                    "= minimum corner (0-indexed).") for c in _TOPCOW_BOX},
     "ldct-iqa": SubmissionLayout(
         id_column="image_id", value_columns=["quality_score"],
         description="submission.csv with image_id,quality_score (predicted radiologist score "
@@ -133,7 +308,7 @@ def build_card(root: Path, challenge_id: str, meta: dict[str, object]) -> TaskSp
     folder = root / "rexmle" / challenge_id
     directions = json.loads((folder / "metric_config.json").read_text())["metric_directions"]
     columns = metric_columns_of(pd.read_csv(folder / "leaderboard.csv"))
-    grading = GRADING.get(challenge_id, {})
+    grading = _grading(get_settings().datasets_dir / Track.CHALLENGE.value).get(challenge_id, {})
     for g in grading.values():
         METRICS.get(g.evaluator)
     primary = PRIMARY.get(challenge_id, columns[0])
@@ -184,6 +359,9 @@ def main() -> None:
                                exclude={"policy", "network"})
         data["metrics"] = [{k: v for k, v in m.items() if k != "primary" or v}
                            for m in data["metrics"]]
+        for m in data["metrics"]:
+            if "grading" in m and not m["grading"]["params"]:
+                del m["grading"]["params"]
         out.write_text(yaml.safe_dump(data, sort_keys=False, allow_unicode=True, width=100))
         print(f"wrote {out.relative_to(settings.datasets_dir.parent)}")
 

@@ -156,14 +156,87 @@ def edge_lists(rng: Rng) -> list[SyntheticItem]:
     return items
 
 
-GENERATORS: dict[str, Callable[[Rng], list[SyntheticItem]]] = {
-    "isles22": lesions,
-    "ldct-iqa": quality,
-    "neurips-cellseg": cells,
-    "puma-track1-task1": tissue,
-    "puma-track2-task1": tissue,
-    "topcow-track1-task3": edge_lists,
-    "topcow-track2-task3": edge_lists,
-    "usenhance": enhance,
-}
-"""Challenge id → generator (the shapes of its synthetic case)."""
+# --- 3D volumes: PANTHER tumour + pancreas, SEG.A. aorta, TopCoW/TopBrain vessel labels -----
+
+def tube(shape: tuple[int, ...], a: NDArray[np.float64], b: NDArray[np.float64],
+         radius: float) -> NDArray[np.bool_]:
+    """Voxels within ``radius`` of the segment ``a``–``b`` (voxel units)."""
+    grid = np.indices(shape, dtype=np.float64).reshape(len(shape), -1).T
+    ab = b - a
+    t = np.clip((grid - a) @ ab / max(float(ab @ ab), 1e-9), 0.0, 1.0)
+    dist = np.linalg.norm(grid - (a + t[:, None] * ab), axis=1)
+    return np.asarray(dist <= radius).reshape(shape)
+
+
+def pancreas(rng: Rng) -> list[SyntheticItem]:
+    """Four volumes: pancreas (2) with a tumour ball (1); the sample moves and resizes the
+    tumour, keeps the pancreas label in one case, binary elsewhere, and is empty in one."""
+    shape, spacing = (32, 32, 16), (1.2, 1.2, 2.5)
+    items = []
+    for i in range(4):
+        truth = np.zeros(shape, dtype=np.uint8)
+        organ = tube(shape, np.array([6.0, 16, 8]), np.array([26.0, 14, 8]), 5.0)
+        truth[organ] = 2
+        centre = rng.uniform([10, 12, 6], [22, 18, 10])
+        radius = float(rng.uniform(3.0, 6.0))
+        truth[ball(shape, centre, radius, spacing)] = 1
+        sample = np.zeros(shape, dtype=np.uint8)
+        if i != 3:
+            moved = ball(shape, centre + rng.integers(-2, 3, size=3), radius + 1.0, spacing)
+            if i == 1:
+                sample[organ] = 2
+            sample[moved] = 1
+        items.append(SyntheticItem(f"panther_{i:03d}", _noisy(rng, truth > 0), truth, sample,
+                                   spacing))
+    return items
+
+
+def aorta(rng: Rng) -> list[SyntheticItem]:
+    """Four volumes with an aorta-like tube and a branch; the sample is shifted, thinner, and
+    misses the branch in one case and everything in another."""
+    shape, spacing = (32, 32, 24), (0.8, 0.8, 1.5)
+    items = []
+    for i in range(4):
+        top = rng.uniform([12, 12, 22], [20, 20, 23])
+        bottom = rng.uniform([12, 12, 1], [20, 20, 2])
+        branch_end = rng.uniform([2, 2, 12], [8, 30, 18])
+        truth = (tube(shape, top, bottom, 4.0)
+                 | tube(shape, (top + bottom) / 2, branch_end, 2.0)).astype(np.uint8)
+        shift = rng.integers(-1, 2, size=3).astype(np.float64)
+        sample = tube(shape, top + shift, bottom + shift, 3.5)
+        if i != 1:
+            sample |= tube(shape, (top + bottom) / 2 + shift, branch_end, 2.0)
+        if i == 2:
+            sample[:] = False
+        items.append(SyntheticItem(f"aorta_{i:03d}", _noisy(rng, truth), truth,
+                                   sample.astype(np.uint8), spacing))
+    return items
+
+
+def vessel_labels(labels: list[int]) -> Callable[[Rng], list[SyntheticItem]]:
+    """A generator of three volumes of chained vessel segments labelled from ``labels``; the
+    sample drops a label, relabels another (a wrong neighbour), shifts one case and adds a
+    spurious blob."""
+
+    def generate(rng: Rng) -> list[SyntheticItem]:
+        shape, spacing = (36, 36, 20), (0.6, 0.6, 0.9)
+        items = []
+        for i in range(3):
+            chosen = [int(c) for c in rng.choice(labels, size=len(labels) - 2, replace=False)]
+            truth = np.zeros(shape, dtype=np.uint8)
+            point = rng.uniform([4, 4, 4], [32, 32, 16])
+            for c in chosen:
+                end = np.clip(point + rng.normal(0, 8, size=3), [2, 2, 2], [33, 33, 17])
+                truth[tube(shape, point, end, 1.6) & (truth == 0)] = c
+                point = end
+            sample: NDArray[np.uint8] = truth.copy()
+            sample[sample == chosen[-1]] = 0
+            sample[sample == chosen[1]] = chosen[-2] if i == 1 else chosen[1]
+            if i == 2:
+                sample = np.asarray(np.roll(sample, 1, axis=0), dtype=np.uint8)
+            sample[ball(shape, np.array([3.0, 33.0, 3.0]), 1.5)] = labels[0] if i else 0
+            items.append(SyntheticItem(f"vessels_{i:03d}", _noisy(rng, truth > 0), truth,
+                                       sample, spacing))
+        return items
+
+    return generate

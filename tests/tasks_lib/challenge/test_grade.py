@@ -22,8 +22,10 @@ import flows.cli.challenge  # noqa: F401
 from evaluators.enhancement import psnr, ssim
 from evaluators.similarity import lncc
 from flows.cli.groups import app
-from tasks_lib.challenge.grade import grade_and_rank
+from tasks_lib.challenge.card import load_challenge
+from tasks_lib.challenge.grade import grade_and_rank, grade_submission
 from tasks_lib.errors import InputDataError
+from tasks_lib.taskspec import TaskSpec
 
 
 def _folder(root: Path, name: str, csv: str, rows: list[dict[str, object]]) -> Path:
@@ -80,8 +82,12 @@ def test_missing_reference_is_our_error(tmp_path: Path) -> None:
 
 
 def test_rank_only_card_cannot_be_graded(tmp_path: Path) -> None:
+    card = load_challenge("seg_a")
+    rank_only = TaskSpec.model_validate({**card.model_dump(), "metrics": [
+        {"name": "hd_50pc", "direction": "lower"},
+        {"name": "dsc_50pc", "direction": "higher", "primary": True}]})
     with pytest.raises(InputDataError, match="not gradable: no grader for hd_50pc, dsc_50pc"):
-        grade_and_rank("seg_a", tmp_path, tmp_path)
+        grade_submission(rank_only, tmp_path, tmp_path)
 
 
 # --- neurips-cellseg: instance masks ------------------------------------------------------------

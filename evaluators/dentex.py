@@ -1,0 +1,130 @@
+"""DENTEX 2023 (dental panoramic X-rays): COCO box AP/AR per aspect, as the ReX-MLE port
+computes them with pycocotools.
+
+Each case is one JSON document per image. The reference (``ground_truth_json``) holds COCO
+``images`` and ``annotations`` whose boxes are ``[x, y, w, h]`` with ``area`` and three labels,
+``category_id_1`` (quadrant 1–4), ``category_id_2`` (tooth 1–8) and ``category_id_3``
+(diagnosis 1–4). A prediction is a list of detections, or ``{"annotations": [...]}``, each with
+``bbox``, the three labels (or ``quadrant_id``/``enumeration_id``/``diagnosis_id``; a missing
+label counts as 1) and ``score`` (or ``confidence``; default 0.5).
+
+Per aspect, the annotations and detections are relabelled with that aspect's label and one
+``COCOeval(..., "bbox")`` runs over all images with the aspect's declared categories: AP =
+``stats[0]``, AP50 = ``stats[1]``, AP75 = ``stats[2]``, AR = ``stats[8]`` (AR@100). A ``*_mean``
+column is the mean of the three aspects (``aspects`` in the card).
+
+Port conventions kept, with their caveats:
+
+* **xyxy heuristic**: a predicted box ``[a, b, c, d]`` with ``c > a`` and ``d > b`` and
+  (``c > a + 50`` or ``d > b + 50``) is taken as corners and converted to ``[a, b, c − a,
+  d − b]``. A genuine ``[x, y, w, h]`` box far from the origin is left alone, but a wide box near
+  the origin (``w > x + 50``) is mangled.
+* a reference label outside the declared categories (e.g. a 0-based id) is ignored by COCOeval;
+  an aspect without any reference annotation gives ``-1`` (pycocotools' "undefined"), which the
+  mean includes.
+* detections are assigned to the image of their row (a detection's own ``image_id`` is
+  ignored); a submission without any detection scores 0 (pycocotools cannot load an empty
+  result list, the port then fails the submission).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from evaluators.core import InvalidSubmissionError
+from evaluators.metrics import Direction, metric
+
+ASPECTS = {"quadrant": ("category_id_1", "quadrant_id", 4),
+           "enumeration": ("category_id_2", "enumeration_id", 8),
+           "diagnosis": ("category_id_3", "diagnosis_id", 4)}
+STATS = {"ap": 0, "ap50": 1, "ap75": 2, "ar": 8}
+
+
+def xywh(box: Sequence[float]) -> list[float]:
+    """The port's corner-format heuristic (see the module docstring)."""
+    a, b, c, d = (float(v) for v in box)
+    if c > a and d > b and (c > a + 50 or d > b + 50):
+        return [a, b, c - a, d - b]
+    return [a, b, c, d]
+
+
+def _label(ann: Mapping[str, Any], aspect: str) -> int:
+    key, alt, _ = ASPECTS[aspect]
+    value = ann.get(key)
+    return int(ann.get(alt, 1) if value is None else value)
+
+
+def _detections(doc: Any) -> list[Mapping[str, Any]]:
+    if isinstance(doc, Mapping):
+        doc = doc.get("annotations", [doc])
+    if not isinstance(doc, list) or not all(isinstance(d, Mapping) for d in doc):
+        raise InvalidSubmissionError("a DENTEX prediction must be a list of detections or "
+                                     "{'annotations': [...]}")
+    return doc
+
+
+def coco_stats(predictions: Sequence[Any], references: Sequence[Any],
+               aspect: str) -> NDArray[np.float64]:
+    """The 12 COCOeval bbox statistics of one aspect over all images."""
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    images: list[Any] = []
+    annotations: list[dict[str, Any]] = []
+    results: list[dict[str, Any]] = []
+    for i, (pred, ref) in enumerate(zip(predictions, references, strict=True)):
+        image_id = int(ref["images"][0]["id"]) if ref.get("images") else i + 1
+        images.extend(ref.get("images") or [{"id": image_id}])
+        for ann in ref["annotations"]:
+            annotations.append({**ann, "id": len(annotations) + 1, "image_id": image_id,
+                                "category_id": _label(ann, aspect),
+                                "iscrowd": ann.get("iscrowd", 0)})
+        for det in _detections(pred):
+            try:
+                bbox = xywh(det["bbox"])
+                score = float(det.get("score", det.get("confidence", 0.5)))
+                label = _label(det, aspect)
+            except (KeyError, TypeError, ValueError):
+                raise InvalidSubmissionError("each detection needs a 4-number 'bbox', numeric "
+                                             "labels and score") from None
+            results.append({"image_id": image_id, "category_id": label, "bbox": bbox,
+                            "score": score})
+    if not results:
+        return np.zeros(12)
+    categories = [{"id": c} for c in range(1, ASPECTS[aspect][2] + 1)]
+    with contextlib.redirect_stdout(io.StringIO()):
+        truth = COCO()
+        truth.dataset = {"images": images, "annotations": annotations,
+                         "categories": categories}
+        truth.createIndex()
+        evaluation = COCOeval(truth, truth.loadRes(results), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return np.asarray(evaluation.stats, dtype=np.float64)
+
+
+def _dentex(stat: str) -> Any:
+    def fn(predictions: Sequence[Any], references: Sequence[Any], *,
+           aspects: Sequence[str]) -> float:
+        unknown = set(aspects) - set(ASPECTS)
+        if unknown or not aspects:
+            raise ValueError(f"aspects must be among {list(ASPECTS)}, not {list(aspects)}")
+        return float(np.mean([coco_stats(predictions, references, a)[STATS[stat]]
+                              for a in aspects]))
+
+    fn.__doc__ = f"COCO bbox {stat.upper()} averaged over ``aspects`` (DENTEX)."
+    return fn
+
+
+for _stat in STATS:
+    metric(f"dentex_{_stat}", direction=Direction.HIGHER, averaging="one COCOeval over all "
+           "images per aspect, mean over the card's aspects", missing=0.0,
+           description=f"COCO bbox {_stat.upper()} per DENTEX aspect via pycocotools")(
+        _dentex(_stat))
