@@ -41,6 +41,9 @@ class TrackKit(ABC):
     suite: str | None = None
     baseline_kinds: tuple[str, ...] = ()
     limits: SubmissionLimits = DEFAULT_LIMITS
+    scores_own_cells: bool = False
+    """Research cells of this track are scored by :meth:`score` alone (no S1–S3 judges, no
+    evaluator sandbox; RWE)."""
 
     def check_card(self, card: TaskSpec) -> None:
         """Fail with the card and the known metrics if the card asks for one this kit lacks."""

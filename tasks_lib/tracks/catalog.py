@@ -7,6 +7,7 @@ from tasks_lib.tracks import (  # noqa: F401
     medbench,
     qa,
     report_generation,
+    rwe,
     segmentation,
     vqa,
 )
