@@ -54,6 +54,10 @@ class LoopEnd(StrEnum):
     TURN_LIMIT = "turn_limit"
     TIMEOUT = "timeout"
     TERMINATED = "terminated"
+    FINISHED = "finished"
+    """The agent called ``finish_task`` (RWE runs)."""
+    INVALID_OUTPUTS = "invalid_outputs"
+    """More invalid outputs in one turn than the track allows (RWE: > 5)."""
 
 
 class LoopLimits(Frozen):

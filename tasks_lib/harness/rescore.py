@@ -42,6 +42,8 @@ def judge_model(run: RunRecord) -> str:
 
 def cell_evaluator_version(run: RunRecord, kit_version: str) -> str:
     """Score-row key of a cell: harness, kit, stage-weights and judge versions."""
+    if kit_for(run.track).scores_own_cells:
+        return kit_version
     return (f"{HARNESS_VERSION}+{kit_version}+{load_weights().version}"
             f"+judge:{judge_model(run)}")
 
@@ -95,8 +97,11 @@ def score_cell(run: RunRecord, submission: Path) -> ScoreCard:
     A judge or provider failure is recorded (``judge_errors``, ``coding.llm_error``) and leaves
     the affected scores None, never 0 and never an exception.
     """
+    kit = kit_for(run.track)
+    if kit.scores_own_cells:  # e.g. RWE: the kit reads the session record and cohort itself
+        return kit.score(run, submission)
     trace = load_trace(run_store(run.run_id).child(TRACE))
-    version = cell_evaluator_version(run, kit_for(run.track).evaluator_version)
+    version = cell_evaluator_version(run, kit.evaluator_version)
     model = judge_model(run)
     digest = trace_digest(trace.messages, trace.plan)
     if run.status is RunStatus.INVALID:

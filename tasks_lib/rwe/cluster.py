@@ -41,6 +41,10 @@ DATABASE = "rwe_synth"
 """Database holding the study schemas."""
 
 
+LOG_PREFIX = "%m [%p] user=%u db=%d "
+"""Server log line prefix: refused requests are attributed to run roles by ``user=``."""
+
+
 class ClusterError(RuntimeError):
     """The cluster could not be created, started or stopped (our environment's fault)."""
 
@@ -158,7 +162,8 @@ class Cluster:
             self.log.touch()
             self._own(self.log, 0o640)
             options = (f"-p {self.port} -k {self.socket} -c listen_addresses='' "
-                       "-c unix_socket_permissions=0777 -c max_connections=60")
+                       "-c unix_socket_permissions=0777 -c max_connections=60 "
+                       f"-c log_line_prefix='{LOG_PREFIX}'")
             self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
                        "-t", "60", "-o", options, "start"])
         server = self.server()

@@ -176,6 +176,10 @@ class AnswerSession:
         """The questions visible before any answer (MCQ gates and ungated fields)."""
         return [self.describe(q) for q in self.visible()]
 
+    def opening_text(self) -> str:
+        """The opening questions as the agent reads them (JSON)."""
+        return json.dumps(self.opening(), indent=1)
+
     def finish(self, steps: int, end: str) -> SessionRecord:
         """Record the step count and why the run ended."""
         self._update(steps=steps, end=end)

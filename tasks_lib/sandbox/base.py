@@ -105,6 +105,9 @@ class ViolationKind(StrEnum):
     PROCESS_LEFT = "process_left"
     MONITOR_LOST = "monitor_lost"
     RESOURCE_LIMIT = "resource_limit"
+    DATABASE_ACCESS = "database_access"
+    """A study-database request its role was refused (RWE: another schema or role, server
+    files, a privileged login), seen in the database server's log."""
 
 
 class Source(StrEnum):
