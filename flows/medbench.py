@@ -36,3 +36,27 @@ def construct_medbench(pool_id: str = "medbench-bank", tasks: list[str] | None =
     print(f"built {pool_id} v{manifest.version}: {manifest.n_items} items in "
           f"{len(manifest.tasks)} tasks")
     return url
+
+
+@flow(name="rotate-medbench", flow_run_name="rotate-{subset_id}", log_prints=True)
+def rotate_medbench(pool: str = "medbench-bank", size: int = 60, seed: int | None = None,
+                    subset_id: str = "medbench-rotation", activate: bool = True) -> str:
+    """Draw a subset of a MedBench pool (``ID`` or ``ID@vN``) stratified across tasks and
+    specialties, version-locked, and make it the active one. Without a seed the seed is the
+    quarter of the scheduled start (``YYYYQ``). Returns the subset version's root URL."""
+    from datetime import UTC, datetime
+
+    from prefect.runtime import flow_run
+
+    from tasks_lib.rotation import activate_subset, quarter_seed, subset_markdown
+
+    when = flow_run.scheduled_start_time or datetime.now(UTC)
+    seed = quarter_seed(when.date()) if seed is None else seed
+    subset = steps.rotate(pool, size, seed, subset_id)
+    if activate:
+        activate_subset(subset)
+    create_markdown_artifact(key=artifact_key(f"subset-{subset_id}"),
+                             markdown=subset_markdown(subset),
+                             description=f"MedBench subset {subset_id} v{subset.version}")
+    print(f"subset {subset_id} v{subset.version}: {subset.n_items} items, {subset.url}")
+    return subset.url

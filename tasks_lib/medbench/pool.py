@@ -95,6 +95,10 @@ def publish(pool_id: str, out: str | None, tasks: dict[str, tuple[TaskEntry, Bui
     images = {k: v for _, b in tasks.values() for k, v in b.images.items()}
     digest = content_hash(items, refs, images)
     root, version = version_root(pool_id, digest, out)
+    if root.exists(MANIFEST):
+        existing = MedBenchManifest.model_validate(root.read_json(MANIFEST))
+        if existing.content_hash == digest and existing.version == version:
+            return root.root_url, existing  # same content: the version stays byte-identical
     manifest = MedBenchManifest(
         pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
         seed=seed, tasks={t: e for t, (e, _) in tasks.items()}, n_items=len(items),

@@ -9,6 +9,7 @@ from tasks_lib.audit import GateRecord
 from tasks_lib.caching import IO_RETRIES
 from tasks_lib.medbench.bank import BuiltTask
 from tasks_lib.medbench.items import MedBenchManifest, TaskEntry
+from tasks_lib.rotation import SubsetManifest
 
 
 @task(name="medbench-build-tasks", task_run_name="build-{n}-tasks")
@@ -43,3 +44,12 @@ def record(url: str, manifest: MedBenchManifest, kind: str = "pool") -> None:
     from tasks_lib.medbench import pool
 
     pool.record(url, manifest, kind)
+
+
+@task(name="medbench-rotate", task_run_name="rotate-{subset_id}-seed{seed}", **IO_RETRIES)
+def rotate(parent: str, size: int, seed: int, subset_id: str) -> SubsetManifest:
+    """Draw and publish a stratified subset of a MedBench pool (see
+    :mod:`tasks_lib.medbench.rotation`)."""
+    from tasks_lib.medbench.rotation import rotate as draw_and_publish
+
+    return draw_and_publish(parent, size, seed, subset_id)
