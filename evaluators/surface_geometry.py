@@ -29,11 +29,12 @@ from scipy.spatial import cKDTree
 
 from evaluators.surfel_tables import contour_length_table, surface_area_table
 
-SHELL_RADIUS_VOXELS = 8
-"""Shell radius, in voxels of the finest axis; points farther away use the global fallback."""
+SHELL_RADIUS_VOXELS = 12
+"""Shell radius in voxels (of the geometric-mean spacing); farther points use the fallback."""
 
-_GATHERS_PER_TREE_POINT = 200
-"""Cost model: one KD-tree point (build or query) costs about this many vectorised gathers."""
+_GATHERS_PER_TREE_POINT = 400
+"""Cost model: one KD-tree point (build or query) costs about as much as this many gathers; the
+shells stop once what they have spent would pay for the KD-tree (so at most twice the cheaper)."""
 
 _EDT_VOXELS_PER_TREE_POINT = 12
 """Cost model: ``edt`` handles about this many voxels in the time a KD-tree handles one point."""
@@ -73,10 +74,17 @@ def union_bbox(a: NDArray[np.bool_], b: NDArray[np.bool_]) -> tuple[slice, ...] 
     return tuple(box)
 
 
+def shell_reach_mm(spacing: Sequence[float]) -> float:
+    """Shell radius in mm: ``SHELL_RADIUS_VOXELS`` voxels of the geometric-mean spacing (so the
+    number of offsets does not depend on anisotropy), at least one step of the coarsest axis."""
+    mean = float(np.prod(np.asarray(spacing, dtype=np.float64))) ** (1.0 / len(spacing))
+    return float(max(SHELL_RADIUS_VOXELS * mean, max(float(s) for s in spacing)))
+
+
 def shell_radii(spacing: Sequence[float]) -> tuple[int, ...]:
-    """Shell reach in voxels per axis for ``spacing`` (radius ``SHELL_RADIUS_VOXELS`` × finest)."""
-    reach = SHELL_RADIUS_VOXELS * min(spacing)
-    return tuple(int(reach // s) for s in spacing)
+    """Shell reach in voxels per axis for ``spacing``."""
+    reach = shell_reach_mm(spacing)
+    return tuple(int(reach // float(s)) for s in spacing)
 
 
 def voxel_boundary(padded: NDArray[np.bool_]) -> NDArray[np.bool_]:
@@ -155,7 +163,7 @@ def offset_shells(spacing: Sequence[float], shape: Sequence[int]) -> Shells:
     sq: NDArray[np.float64] = np.zeros(len(k))
     for ax, s in enumerate(spacing):
         sq = sq + (float(s) * k[:, ax]) ** 2
-    reach = (SHELL_RADIUS_VOXELS * min(spacing)) ** 2
+    reach = shell_reach_mm(spacing) ** 2
     keep = (sq > 0) & (sq <= reach)
     k, sq = k[keep], sq[keep]
     strides = np.array([int(np.prod(shape[ax + 1:])) for ax in range(len(shape))], dtype=np.int64)
@@ -183,24 +191,33 @@ def directed(src: NDArray[np.bool_], dst: NDArray[np.bool_], spacing: Sequence[f
     hit = flat[rem]
     out[hit] = 0.0
     rem, pos = rem[~hit], pos[~hit]
-    left = sum(len(f) for _, f in shells)
-    n_dst = -1
+    budget = float("inf")
     for dist, offs in shells:
         if rem.size == 0:
             return out
-        if n_dst < 0 and rem.size * left > 10**6:
-            n_dst = int(np.count_nonzero(flat))
-        if n_dst >= 0 and rem.size * left > _GATHERS_PER_TREE_POINT * (n_dst + rem.size):
+        cost = rem.size * len(offs)
+        if cost > 10**6 and budget == float("inf"):
+            budget = _GATHERS_PER_TREE_POINT * float(np.count_nonzero(flat) + rem.size)
+        if cost > budget:
             break
-        hit = np.zeros(rem.size, dtype=bool)
-        for off in offs:
-            hit |= flat[rem + off]
+        budget -= cost
+        hit = _shell_hits(flat, rem, offs)
         out[pos[hit]] = dist
         rem, pos = rem[~hit], pos[~hit]
-        left -= len(offs)
     if rem.size:
         out[pos] = _far(rem, dst, spacing)
     return out
+
+
+def _shell_hits(flat: NDArray[np.bool_], rem: NDArray[np.intp], offs: NDArray[np.int64]
+                ) -> NDArray[np.bool_]:
+    """Which points of ``rem`` have a True of ``flat`` at one of the offsets ``offs``."""
+    if rem.size * len(offs) <= 2**21:
+        return np.asarray(flat[rem[:, None] + offs[None, :]].any(axis=1))
+    hit = np.zeros(rem.size, dtype=bool)
+    for off in offs:
+        hit |= flat[rem + off]
+    return hit
 
 
 def _far(rem: NDArray[np.intp], dst: NDArray[np.bool_], spacing: Sequence[float]
