@@ -21,6 +21,7 @@ from typing import NamedTuple
 import pandas as pd
 from pydantic import Field
 from sqlalchemy import Engine, create_engine
+from sqlalchemy import text as sa_text
 
 from evaluators.core import Frozen, Registry
 from tasks_lib.rwe.types import SchemaNames
@@ -43,7 +44,7 @@ class StudyDB(NamedTuple):
         engine = self.engine()
         try:
             with engine.connect() as conn:
-                return pd.read_sql_query(text, conn)
+                return pd.read_sql_query(sa_text(text), conn)
         finally:
             if not isinstance(self.url, Engine):
                 engine.dispose()
@@ -83,3 +84,70 @@ def run_reference(name: str, db: StudyDB) -> AnalysisResult:
 def run_traps(name: str, db: StudyDB) -> dict[str, AnalysisResult]:
     """Run every trap analysis of ``name`` on ``db`` (trap name → result)."""
     return {trap: fn(db) for trap, fn in ANALYSES.get(name).traps.items()}
+
+
+BASE_SQL = """
+SELECT d.subject_id, d.hadm_id, d.stay_id, d.admission_age AS age, d.first_icu_stay,
+       d.los_icu::float AS los_icu_days, d.icu_intime AS intime, d.hospital_expire_flag,
+       s.sofa, d.dod - d.icu_intime::date AS days_to_death,
+       COALESCE((SELECT bool_or(x.sepsis3) FROM {derived}.sepsis3 x
+                 WHERE x.stay_id = d.stay_id), false) AS sepsis3
+FROM {derived}.icustay_detail d
+JOIN {derived}.first_day_sofa s ON s.stay_id = d.stay_id
+"""
+"""Every ICU stay with age, first-stay flag, ICU LOS, SOFA, Sepsis-3 and days to death."""
+
+
+def has_dx(icd9: list[str], icd10: list[str]) -> str:
+    """SQL condition: the admission (alias ``b``) has a code starting with one of the
+    ICD-9 or ICD-10 prefixes."""
+    conds = [f"(dx.icd_version = 9 AND dx.icd_code LIKE '{c}%')" for c in icd9]
+    conds += [f"(dx.icd_version = 10 AND dx.icd_code LIKE '{c}%')" for c in icd10]
+    return (f"EXISTS (SELECT 1 FROM {{hosp}}.diagnoses_icd dx WHERE dx.hadm_id = b.hadm_id "
+            f"AND ({' OR '.join(conds)}))")
+
+
+def dx_flag(name: str, icd9: list[str], icd10: list[str]) -> str:
+    """SQL column ``name``: :func:`has_dx`."""
+    return f"{has_dx(icd9, icd10)} AS {name}"
+
+
+def drug_flag(name: str, drugs: list[str], from_h: int, to_h: int) -> str:
+    """SQL column: a prescription whose drug matches one of ``drugs`` (ILIKE) started within
+    [intime + from_h, intime + to_h] hours."""
+    like = " OR ".join(f"p.drug ILIKE '%{d}%'" for d in drugs)
+    return (f"EXISTS (SELECT 1 FROM {{hosp}}.prescriptions p WHERE p.hadm_id = b.hadm_id "
+            f"AND ({like}) AND p.starttime BETWEEN b.intime + interval '{from_h} hours' "
+            f"AND b.intime + interval '{to_h} hours') AS {name}")
+
+
+def stays(db: StudyDB, *columns: str, where: str = "true") -> pd.DataFrame:
+    """:data:`BASE_SQL` rows satisfying ``where`` plus extra computed ``columns`` (SQL over
+    alias ``b``)."""
+    extra = "".join(f", {c}" for c in columns)
+    return db.query(f"SELECT b.*{extra} FROM ({BASE_SQL}) b WHERE {where}")
+
+
+def adult_first(df: pd.DataFrame) -> pd.DataFrame:
+    """First ICU stay of the admission, age ≥ 18."""
+    return df[df["first_icu_stay"] & (df["age"] >= 18)]
+
+
+def died_within(df: pd.DataFrame, days: int) -> pd.DataFrame:
+    """Add ``death_{days}d`` (0/1) and ``time_{days}d`` (days from ICU admission date to death,
+    censored at ``days``; a same-day death counts 0.5 days)."""
+    d = df["days_to_death"]
+    event = d.notna() & (d <= days)
+    out = df.copy()
+    out[f"death_{days}d"] = event.astype(int)
+    out[f"time_{days}d"] = d.where(event, days).clip(lower=0.5).astype(float)
+    return out
+
+
+def cohort_frame(df: pd.DataFrame, attributes: list[str]) -> pd.DataFrame:
+    """The cohort audit table: subject_id, hadm_id, stay_id and ``attributes``."""
+    return df[["subject_id", "hadm_id", "stay_id", *attributes]].sort_values(
+        "stay_id", ignore_index=True)
+
+
+from tasks_lib.rwe import study_analyses as study_analyses  # noqa: E402  (registers)
