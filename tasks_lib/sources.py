@@ -188,9 +188,20 @@ class MedBenchSource(Frozen):
         default=None, description="Open-ended: judge dimension weights over the rubric's.")
 
 
+class RWEStudySource(Frozen):
+    """An observational study on medflows' synthetic MIMIC-IV-shaped EHR (docs/rwe.md)."""
+
+    kind: Literal["rwe_synthetic_ehr"] = Field(description="Source type discriminator.")
+    study: str = Field(default="study.yaml", description="Design, data dictionary, cohort "
+                       "contract and question tree (no answers), relative to the card folder.")
+    protocol: str = Field(default="protocol.md", description="Background/objective and methods "
+                          "prose, relative to the card folder.")
+    n_patients: int = Field(default=20_000, ge=1000, description="Default EHR size of a build.")
+
+
 Source = Annotated[
     QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
-    | ChallengeSource | ImageFolderSource | MedBenchSource,
+    | ChallengeSource | ImageFolderSource | MedBenchSource | RWEStudySource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""
