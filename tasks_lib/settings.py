@@ -87,6 +87,10 @@ class Settings(BaseSettings):
         default=None,
         description="Admin URL of an existing RWE study-database server (postgresql://user:pw@"
         "host:port/db; must have no trust rules); unset = medflows starts its own cluster.")
+    rwe_database_url: str | None = Field(
+        default=None,
+        description="SQLAlchemy URL of the database `medflows pool build rwe` loads the synthetic "
+        "EHR into (postgresql+psycopg2://user@host:port/db; its three schemas are recreated).")
     rwe_cluster_dir: Path = Field(
         default_factory=lambda: _state_dir() / "rwe-cluster",
         description="State folder of medflows' own RWE PostgreSQL cluster (data, socket, log).")
