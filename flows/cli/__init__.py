@@ -31,6 +31,7 @@ def main() -> None:
     from flows.cli import run as run
     from flows.cli import runs as runs
     from flows.cli import rwe as rwe
+    from flows.cli import rwe_report as rwe_report
     from flows.cli import serve as serve
     from tasks_lib.orchestration import cli_flow_settings
 
