@@ -39,7 +39,8 @@ sys.path.insert(0, {TOOLKIT!r})
 import rwe_db
 from tasks_lib.rwe.analyses import ANALYSES, StudyDB
 from tasks_lib.rwe.types import SchemaNames
-""" + "".join(f"import {m}\n" for m in ANALYSIS_MODULES) + (
+""" + "".join(f"try:\n    import {m}\nexcept ImportError:\n    pass\n"
+            for m in ANALYSIS_MODULES) + (
     "db = StudyDB(rwe_db.URL, SchemaNames(**rwe_db.SCHEMAS))\n")
 
 RUN = """analysis = ANALYSES.get({name!r})
@@ -79,7 +80,7 @@ for (schema,) in cur.fetchall():
             'CREATE TABLE ' + s + '.x AS SELECT 1 AS y'))
 for user in ('postgres', 'rwe_admin'):
     attempt('login ' + user, lambda u=user: psycopg2.connect(rwe_db.DSN.replace(
-        'user=' + rwe_db.USER, 'user=' + u).replace('password=' + rwe_db.PASSWORD, '')))
+        'user=' + rwe_db.USER, 'user=' + u).replace(rwe_db.PASSWORD, 'postgres')))
 print('\\n'.join(tried))
 """
 

@@ -17,8 +17,6 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import yaml
-
 from tasks_lib.agents import Harness, load_catalog
 from tasks_lib.domain import RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
@@ -33,9 +31,9 @@ from tasks_lib.rwe.loop import RweLoop
 from tasks_lib.rwe.pools import LoadedStudy
 from tasks_lib.rwe.roles import RoleLimits, RunRole, run_role
 from tasks_lib.rwe.session import AnswerSession
-from tasks_lib.rwe.types import MCQKey, StudyCard
+from tasks_lib.rwe.types import MCQKey
 from tasks_lib.sandbox.base import Mount, NetworkPolicy, SandboxBackend, SandboxSpec, agent_spec
-from tasks_lib.settings import PROJECT_ROOT, get_settings
+from tasks_lib.settings import PROJECT_ROOT
 
 SOCKET = "/run/rwedb"
 """Where the study server's socket folder appears inside the sandbox."""
@@ -55,13 +53,11 @@ schemas is a violation (the first earns a warning, the second ends the run as in
 
 def card_keys(study_id: str) -> tuple[str, dict[str, MCQKey]]:
     """Analysis name and MCQ keys of a study card (what a scripted analyst is told)."""
-    path = get_settings().datasets_dir / "rwe" / study_id / "study.yaml"
-    try:
-        card = StudyCard.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
-    except (OSError, yaml.YAMLError, ValueError) as exc:
-        raise InputDataError(str(path), f"cannot read the study card: {exc}") from None
-    return card.analysis, {s.mcq.id: s.key for s in card.sentences
-                           if s.mcq is not None and s.key is not None}
+    from tasks_lib.rwe.studies import load_study as load_card
+
+    study = load_card(study_id)
+    return study.analysis, {s.mcq.id: s.key for s in study.sentences
+                            if s.mcq is not None and s.key is not None}
 
 
 def plan_rwe_cell(agent_id: str, study_id: str, tier: Tier, backend: SandboxBackend,
