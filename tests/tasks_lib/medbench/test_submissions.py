@@ -112,18 +112,16 @@ def _ledger_counts() -> tuple[int, int, int]:
 def test_a_malformed_upload_reports_every_bad_line_and_changes_nothing(pool: str) -> None:
     who = accounts.ensure_submitter(_name())
     split = make_split(pool, who.name, seed=5)
-    ids = [i.item_id for i in split.items]
-    kinds = {i.item_id: i.answer_type for i in split.items}
-    string_id = next(i for i in ids if kinds[i] in ("open_ended", "string"))
-    box_id = next(i for i in ids if kinds[i] == "region")
+    by_kind = {i.answer_type.value: i.item_id for i in split.items}
+    mcq, string_id, box_id = by_kind["single_choice"], by_kind["string"], by_kind["region"]
     lines = [
-        json.dumps({"item_id": ids[0], "answer": "A"}),
+        json.dumps({"item_id": mcq, "answer": "A"}),
         "{not json",
         json.dumps({"item_id": string_id, "answer": ["a", "list"]}),
-        json.dumps({"item_id": ids[0], "answer": "B"}),
+        json.dumps({"item_id": mcq, "answer": "B"}),
         json.dumps({"item_id": split.info.split_id + "-0000000000", "answer": "A"}),
         json.dumps({"item_id": box_id, "answer": [[1, 2, 3]]}),
-        json.dumps({"item_id": ids[1]}),
+        json.dumps({"item_id": by_kind["multi_label"]}),
     ]
     before = _ledger_counts()
     with pytest.raises(UploadRejected) as caught:
@@ -154,7 +152,8 @@ def test_foreign_expired_and_unknown_splits_are_refused(pool: str) -> None:
         submit_upload(b'{"item_id": "spffffffffffff-0123456789", "answer": "A"}\n', "p.jsonl",
                       alice, "v1")
     other = make_split(pool, alice.name, seed=9)
-    mixed = _answers(split) + json.dumps({"item_id": other.items[0].item_id, "answer": None}).encode() + b"\n"
+    stray = {"item_id": other.items[0].item_id, "answer": None}
+    mixed = _answers(split) + json.dumps(stray).encode() + b"\n"
     with pytest.raises(UploadRejected, match="another split"):
         submit_upload(mixed, "p.jsonl", alice, "v1")
     assert ledger.submissions(submitter=alice.name) == []
