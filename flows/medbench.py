@@ -8,6 +8,7 @@ from prefect.artifacts import create_markdown_artifact
 
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.medbench import steps
+from tasks_lib.records import RunRecord
 
 BANK_NOTE = ("MedBench-style stand-in built from data medflows holds (MedAgentsBench questions, "
              "pydicom sample headers, the imaging tracks' generators, hand-written safety "
@@ -60,3 +61,46 @@ def rotate_medbench(pool: str = "medbench-bank", size: int = 60, seed: int | Non
                              description=f"MedBench subset {subset_id} v{subset.version}")
     print(f"subset {subset_id} v{subset.version}: {subset.n_items} items, {subset.url}")
     return subset.url
+
+
+@flow(name="execute-medbench", flow_run_name="execute-medbench", log_prints=True)
+def execute_medbench(pool: str, agents: list[str] | None = None, model: str | None = None,
+                     api_base: str | None = None, replicates: int = 3, replicate: int = 0,
+                     max_cost_usd: float | None = None, max_connections: int | None = None,
+                     rpm: int | None = None, tpm: int | None = None,
+                     cache: bool = True) -> list[RunRecord]:
+    """API mode: run catalog agents (and/or an ad hoc litellm ``model`` at ``api_base``) on the
+    randomized items of a MedBench pool or ``active:<subset_id>``, replicates ``replicate …
+    replicate + replicates − 1`` (the paper: 3 runs, T 0.7, 512 tokens); stores submissions and
+    records the runs. Score them with the one score flow."""
+    from tasks_lib.llm import CallOptions
+    from tasks_lib.medbench.items import read_manifest
+    from tasks_lib.rotation import resolve_pool
+
+    url = resolve_pool(pool)
+    manifest = read_manifest(url)
+    specs = steps.plan_agents(agents, model, api_base)
+    options = CallOptions(max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache)
+    futures = [steps.api_run.submit(a, url, r, options, max_cost_usd)
+               for a in specs for r in range(replicate, replicate + replicates)]
+    runs: list[RunRecord] = [f.result() for f in futures]
+    steps.record_run.map(runs).result()
+    print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version}")
+    return runs
+
+
+@flow(name="report-medbench", flow_run_name="report-medbench", log_prints=True)
+def report_medbench(pool: str, evaluator_version: str | None = None) -> str:
+    """The MedBench report of a pool or subset version from ledger score rows (overall,
+    dimensions, tasks as mean ± SD over replicates; κ per task and rubric). Returns the
+    markdown URL (also a Prefect artifact)."""
+    from tasks_lib.medbench.report import build_report, to_markdown, write_report
+
+    report = build_report(pool, evaluator_version)
+    url = write_report(report)
+    create_markdown_artifact(key=artifact_key(f"medbench-{report.pool_id}-v"
+                                              f"{report.pool_version}"),
+                             markdown=to_markdown(report),
+                             description=f"MedBench {report.pool_id} v{report.pool_version}")
+    print(f"report written: {url} ({len(report.agents)} agents)")
+    return url

@@ -1,14 +1,26 @@
-"""``medflows pool build medbench``, ``medflows pool rotate-medbench``, ``medflows execute
-medbench``, ``medflows report medbench``, ``medflows medbench calibrate`` / ``export-ratings``:
+"""``medflows pool build medbench``, ``medflows medbench rotate``, ``medflows execute medbench``,
+``score medbench``, ``report medbench``, ``medflows medbench export-ratings`` / ``calibrate``:
 the MedBench v4 item bank, API mode and the judge's human calibration (commands register on the
 groups of :mod:`flows.cli.groups`; docs/medbench.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
 
-from flows.cli.groups import build_app, location, medbench_app, split_list, user_errors
+from flows.cli.groups import (
+    build_app,
+    execute_app,
+    location,
+    medbench_app,
+    report_app,
+    score_app,
+    split_list,
+    user_errors,
+)
 from flows.cli.output import echo_json
+from tasks_lib.errors import InputDataError
 
 
 @build_app.command("medbench")
@@ -70,3 +82,121 @@ def rotate_medbench_cmd(
                "parents": [f"{p.pool_id}@v{p.version}" for p in subset.parents],
                "strata": subset.strata,
                "tasks": {t: e.n_items for t, e in m.tasks.items()}})
+
+
+@execute_app.command("medbench")
+@user_errors()
+def execute_medbench_cmd(
+    pool: str = typer.Option(..., help="MedBench pool root, or active:<subset_id>."),
+    agents: str = typer.Option(None, help="Comma-separated catalog agent ids "
+                                          "(datasets/agents.yaml)."),
+    model: str = typer.Option(None, help="Or any litellm model string (API mode)."),
+    api_base: str = typer.Option(None, help="OpenAI-compatible URL for --model."),
+    replicates: int = typer.Option(3, min=1, help="Runs per agent (the paper: 3)."),
+    replicate: int = typer.Option(0, min=0, help="First replicate index."),
+    max_cost_usd: float = typer.Option(None, help="Cost budget per run (USD)."),
+    max_connections: int = typer.Option(None, min=1, help="Concurrent calls per endpoint."),
+    rpm: int = typer.Option(None, min=1, help="Requests-per-minute cap."),
+    tpm: int = typer.Option(None, min=1, help="Tokens-per-minute cap."),
+    cache: bool = typer.Option(True, help="Use the call cache."),
+    score: bool = typer.Option(False, "--score", help="Score the runs right away."),
+) -> None:
+    """API mode: call a registered model on the randomized items of a MedBench pool or the
+    active subset (T 0.7, 512 tokens), store submissions and runs; prints JSON."""
+    from flows.medbench import execute_medbench
+
+    runs = execute_medbench(location(pool), split_list(agents), model, api_base, replicates,
+                            replicate, max_cost_usd, max_connections, rpm, tpm, cache)
+    rows = [{"run_id": r.run_id, "agent_id": r.agent.agent_id, "replicate": r.replicate,
+             "status": r.status.value, "n_items": r.n_items, "n_answered": r.n_answered,
+             "cost_usd": r.cost_usd, "end": r.end} for r in runs]
+    if score:
+        from flows.score import score_runs
+
+        cards = {c.run_id: c for c in score_runs(run_ids=[r.run_id for r in runs])}
+        for row in rows:
+            row["overall"] = cards[str(row["run_id"])].task_score
+    echo_json(rows)
+
+
+@score_app.command("medbench")
+@user_errors()
+def score_medbench_cmd(pool: str = typer.Option(..., help="MedBench pool root, or "
+                                                          "active:<subset_id>.")) -> None:
+    """Score every stored run on a MedBench pool version (the one score flow); prints JSON."""
+    from flows.score import score_runs
+
+    cards = score_runs(pool=location(pool))
+    echo_json([{"run_id": c.run_id, "agent_id": c.agent_id, "overall": c.task_score,
+                "evaluator_version": c.evaluator_version, "metrics": c.metrics}
+               for c in cards])
+
+
+@report_app.command("medbench")
+@user_errors()
+def report_medbench_cmd(
+    pool: str = typer.Option(..., help="MedBench pool root, or active:<subset_id>."),
+    evaluator_version: str = typer.Option(None, help="Show this evaluator version's rows."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Overall, dimensions and tasks (mean ± SD over replicates) and the judge's κ, from the
+    ledger's score rows; writes report.md/report.json under reports/medbench/."""
+    from flows.medbench import report_medbench
+    from tasks_lib.medbench.report import build_report, to_markdown
+
+    url = report_medbench(location(pool), evaluator_version)
+    report = build_report(location(pool), evaluator_version)
+    if as_json:
+        echo_json({"markdown": url, **report.model_dump(mode="json")})
+    else:
+        typer.echo(to_markdown(report))
+
+
+@medbench_app.command("export-ratings")
+@user_errors()
+def export_ratings_cmd(
+    run_id: str = typer.Argument(..., help="A scored MedBench run (see: medflows runs list)."),
+    out: Path = typer.Option(..., help="Ratings CSV to write (its .judge.json sidecar too)."),
+    share: float = typer.Option(0.2, min=0.01, max=1.0, help="Share of judged items per task."),
+    raters: int = typer.Option(3, min=1, help="Rater slots per item."),
+    seed: int = typer.Option(0, help="Sampling seed."),
+) -> None:
+    """Export ~20 % of a run's judged items per task for human rating (a CSV physicians fill
+    in: one row per item and rater, 0-5 with the same rubric); prints JSON."""
+    from tasks_lib.medbench.calibration import export_ratings, sidecar_path
+
+    side = export_ratings(run_id, out, share, raters, seed)
+    echo_json({"ratings": str(out), "judge": str(sidecar_path(out)),
+               "judge_model": side.judge_model, "n_items": len(side.items),
+               "raters_per_item": raters})
+
+
+@medbench_app.command("calibrate")
+@user_errors()
+def calibrate_cmd(
+    ratings: Path = typer.Argument(..., help="Filled-in ratings CSV (item_id, rater_id, score; "
+                                             "from export-ratings)."),
+    judge: Path = typer.Option(None, help="Judge sidecar (default: RATINGS.judge.json)."),
+    aggregate: str = typer.Option("majority", help="majority | mean of the raters."),
+    weighted: bool = typer.Option(False, help="Quadratic-weighted κ decides the status."),
+    threshold: float = typer.Option(0.82, help="κ needed to call a judge calibrated."),
+    min_items: int = typer.Option(30, min=1, help="Items needed to call a judge calibrated."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON (default: a table)."),
+) -> None:
+    """Raw agreement and Cohen's κ of the judge against the human raters, per task and rubric
+    (kept in the calibration history per judge model and rubric version)."""
+    from evaluators.judges.medbench_calibration import Aggregation
+    from tasks_lib.medbench.calibration import calibrate
+
+    try:
+        rule = Aggregation(aggregate)
+    except ValueError:
+        raise InputDataError("--aggregate", "majority or mean") from None
+    rows = calibrate(ratings, judge, rule, weighted, threshold, min_items)
+    if as_json:
+        echo_json([r.model_dump(mode="json") for r in rows])
+        return
+    for r in rows:
+        kappa = "nan" if r.kappa is None else f"{r.kappa:.4f}"
+        typer.echo(f"{r.task_id}/{r.rubric_id} n={r.n} p_o={r.p_o:.4f} kappa={kappa} "
+                   f"{r.status}")

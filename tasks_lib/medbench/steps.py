@@ -5,10 +5,13 @@ from __future__ import annotations
 
 from prefect import task
 
+from tasks_lib.agents import AgentSpec
 from tasks_lib.audit import GateRecord
 from tasks_lib.caching import IO_RETRIES
+from tasks_lib.llm import CallOptions
 from tasks_lib.medbench.bank import BuiltTask
 from tasks_lib.medbench.items import MedBenchManifest, TaskEntry
+from tasks_lib.records import RunRecord
 from tasks_lib.rotation import SubsetManifest
 
 
@@ -53,3 +56,36 @@ def rotate(parent: str, size: int, seed: int, subset_id: str) -> SubsetManifest:
     from tasks_lib.medbench.rotation import rotate as draw_and_publish
 
     return draw_and_publish(parent, size, seed, subset_id)
+
+
+@task(name="medbench-api-run", task_run_name="api-{agent.agent_id}-r{replicate}", **IO_RETRIES)
+def api_run(agent: AgentSpec, pool_url: str, replicate: int, options: CallOptions,
+            max_cost_usd: float | None) -> RunRecord:
+    """One replicate of an agent in API mode (calls cached: a retry or re-run resumes)."""
+    from tasks_lib.medbench.api import run_api
+
+    return run_api(agent, pool_url, replicate, options, max_cost_usd)
+
+
+@task(name="medbench-record-run", task_run_name="record-{run.run_id}", **IO_RETRIES)
+def record_run(run: RunRecord) -> None:
+    """Store ``run.json`` and the ledger's run row."""
+    from tasks_lib.scoring import record_run as record
+
+    record(run)
+
+
+def plan_agents(agents: list[str] | None, model: str | None, api_base: str | None
+                ) -> list[AgentSpec]:
+    """Catalog agents by id and/or an ad hoc model string."""
+    from tasks_lib.agents import load_catalog
+    from tasks_lib.errors import InputDataError
+    from tasks_lib.medbench.api import adhoc_agent
+
+    catalog = load_catalog()
+    specs = [catalog.get(a) for a in agents or []]
+    if model:
+        specs.append(adhoc_agent(model, api_base))
+    if not specs:
+        raise InputDataError("--agents/--model", "name at least one catalog agent or a model")
+    return specs

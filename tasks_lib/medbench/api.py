@@ -1,0 +1,200 @@
+"""API mode (spec §6.1): call a registered model endpoint on the randomized items of a pool (or
+the active subset) through the one call layer, and store the run like any other.
+
+* The agent is a catalog entry (``datasets/agents.yaml``): its ``model`` is any litellm model
+  string; ``params.api_base`` points at an OpenAI-compatible URL (else the
+  ``MEDFLOWS_LLM_API_BASE`` setting or the provider's default).
+* Decoding is the paper's (§9): temperature 0.7, at most 512 generated tokens, no tools; each
+  replicate is one full pass (the paper runs 3) with its own item order (seeded by the run id)
+  and its own call-cache salt, so replicates are independent and a re-run resumes from the cache.
+* Calls are concurrent (the endpoint's connection limit), rate-limited, retried and cached by
+  :class:`~tasks_lib.llm.LiteLLMCompletion`; an optional cost budget stops new calls once spent
+  (the run ends ``partial``; re-running with more budget resumes from the cache).
+* Answers are extracted by answer type: single choice keeps the reply (scoring applies the
+  strict letter rule); lists (labels, tuples, boxes) are the first JSON array in the reply; a
+  string is the reply's first non-empty line; open-ended keeps the reply. An unreadable list is
+  a missing answer (scored 0). A failed call after retries is recorded on its line (``error``).
+* More than 20 % failed calls ⇒ the run ends ``partial`` with ``end = incomplete …`` (spec §8).
+* Multimodal items send their image as a base64 ``image_url`` part. The paper's 2,048-token
+  context window is not enforced (prompts here are short); recorded as a departure.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import random
+import re
+import threading
+import time
+from typing import Any
+
+from pydantic import Field
+
+from evaluators.core import RunStatus, Track
+from tasks_lib.agents import AgentSpec
+from tasks_lib.domain import Frozen
+from tasks_lib.llm import CallOptions, Completion, LiteLLMCompletion, call_scope, parallel_map
+from tasks_lib.medbench.items import (
+    SUBMISSION_FILE,
+    Answer,
+    AnswerType,
+    Prediction,
+    PublicItem,
+    read_manifest,
+    read_public_items,
+)
+from tasks_lib.qa.runner import run_id_for
+from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
+from tasks_lib.settings import get_settings
+from tasks_lib.storage import Storage
+
+TEMPERATURE = 0.7
+MAX_TOKENS = 512
+INCOMPLETE_SHARE = 0.2
+SYSTEM = ("You are a medical expert answering benchmark items. Follow the required answer "
+          "format exactly.")
+
+
+class Reply(Frozen):
+    """What one item's call produced (kept in ``trace/replies.jsonl``)."""
+
+    item_id: str = Field(description="Evaluation item id.")
+    text: str | None = Field(default=None, description="Raw reply (None: the call failed).")
+    error: str | None = Field(default=None, description="Why the call failed.")
+    prompt_tokens: int = Field(default=0, description="Input tokens.")
+    completion_tokens: int = Field(default=0, description="Output tokens.")
+    cost_usd: float | None = Field(default=None, description="Priced cost (None = unknown).")
+    cached: bool = Field(default=False, description="Served from the call cache.")
+
+
+def messages(item: PublicItem, pool_url: str) -> list[dict[str, Any]]:
+    """The chat messages of one item (options listed, schema stated, image attached)."""
+    text = item.prompt
+    if item.options:
+        text += "\n\nOptions:\n" + "\n".join(f"{k}. {v}" for k, v in item.options.items())
+    text += f"\n\nAnswer format: {item.answer_schema}"
+    content: Any = text
+    if item.image:
+        data = base64.b64encode(Storage(pool_url).read_bytes(item.image)).decode()
+        content = [{"type": "text", "text": text},
+                   {"type": "image_url", "image_url": {"url": f"data:image/png;base64,{data}"}}]
+    return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": content}]
+
+
+def _json_list(text: str) -> list[Any] | None:
+    start, stop = text.find("["), text.rfind("]")
+    if start < 0 or stop <= start:
+        return None
+    try:
+        value = json.loads(text[start:stop + 1])
+    except (json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, list) else None
+
+
+def extract(item: PublicItem, text: str) -> Answer:
+    """The answer of a reply, by the item's answer type (None: unreadable)."""
+    kind = item.answer_type
+    if kind in (AnswerType.SINGLE_CHOICE, AnswerType.OPEN_ENDED):
+        return text
+    if kind is AnswerType.STRING:
+        return next((line.strip() for line in text.splitlines() if line.strip()), "")
+    value = _json_list(text)
+    if value is None:
+        return None
+    if kind is AnswerType.MULTI_LABEL:
+        return [str(v) for v in value if isinstance(v, str | int | float)]
+    if kind is AnswerType.EXTRACTION:
+        return [[str(x) for x in v] for v in value if isinstance(v, list)]
+    boxes = [v for v in value if isinstance(v, list) and len(v) == 4
+             and all(isinstance(x, int | float) and not isinstance(x, bool) for x in v)]
+    return [[float(x) for x in b] for b in boxes]
+
+
+class _Budget:
+    """Spend so far against an optional USD cap (thread-safe)."""
+
+    def __init__(self, cap: float | None) -> None:
+        self.cap, self.spent, self.hit = cap, 0.0, False
+        self._lock = threading.Lock()
+
+    def open(self) -> bool:
+        with self._lock:
+            self.hit = self.hit or (self.cap is not None and self.spent >= self.cap)
+            return not self.hit
+
+    def add(self, reply: Completion) -> None:
+        if not reply.cached and reply.cost_usd:
+            with self._lock:
+                self.spent += reply.cost_usd
+
+
+def _ask(item: PublicItem, pool_url: str, agent: AgentSpec, completion: LiteLLMCompletion,
+         budget: _Budget) -> Reply:
+    import openai
+
+    if not budget.open():
+        return Reply(item_id=item.item_id, error="cost budget reached")
+    params = {"temperature": float(agent.params.get("temperature", TEMPERATURE)),
+              "max_tokens": int(agent.params.get("max_tokens", MAX_TOKENS))}
+    try:
+        got = completion.chat(agent.model, messages(item, pool_url), **params)
+    except openai.APIError as exc:
+        return Reply(item_id=item.item_id, error=f"{type(exc).__name__}: {exc}"[:300])
+    budget.add(got)
+    return Reply(item_id=item.item_id, text=got.text, prompt_tokens=got.prompt_tokens,
+                 completion_tokens=got.completion_tokens, cost_usd=got.cost_usd,
+                 cached=got.cached)
+
+
+def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOptions,
+            max_cost_usd: float | None = None) -> RunRecord:
+    """One replicate of ``agent`` on every item of the pool; stores submission, trace and run
+    record (not yet ledgered: the flow records it)."""
+    m = read_manifest(pool_url)
+    run_id = run_id_for(agent, m.content_hash, replicate)
+    items = read_public_items(pool_url)
+    random.Random(run_id).shuffle(items)  # randomized order per run (spec §6.1)
+    completion = LiteLLMCompletion.for_run(agent.params, options)
+    budget = _Budget(max_cost_usd)
+    started = time.time()
+    with call_scope(salt=f"medbench-r{replicate}") as scope:
+        replies = parallel_map(lambda it: _ask(it, pool_url, agent, completion, budget), items,
+                               completion.max_connections)
+    by_id = {it.item_id: it for it in items}
+    preds = [Prediction(item_id=r.item_id, error=r.error,
+                        answer=None if r.text is None else extract(by_id[r.item_id], r.text))
+             for r in replies]
+    store = run_store(run_id)
+    store.write_jsonl(f"{SUBMISSION}/{SUBMISSION_FILE}", preds)
+    store.write_jsonl(f"{TRACE}/replies.jsonl", replies)
+    failed = sum(r.error is not None for r in replies)
+    costs = [r.cost_usd for r in replies if r.text is not None]
+    status, end = RunStatus.COMPLETED, "all items asked"
+    if budget.hit:
+        status, end = RunStatus.PARTIAL, f"cost budget {max_cost_usd} USD reached"
+    elif items and failed / len(items) > INCOMPLETE_SHARE:
+        status, end = RunStatus.PARTIAL, f"incomplete: {failed} of {len(items)} calls failed"
+    return RunRecord(
+        run_id=run_id, agent=agent, task_id=m.pool_id, track=Track.MEDBENCH,
+        replicate=replicate, status=status, pool_url=pool_url, pool_id=m.pool_id,
+        pool_version=m.version, pool_hash=m.content_hash, n_items=len(items),
+        n_answered=len(items) - failed, turns=scope.calls, wall_time_s=time.time() - started,
+        item_time_s=(time.time() - started) / max(len(items), 1),
+        input_tokens=scope.prompt_tokens, output_tokens=scope.completion_tokens,
+        cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+        new_cost_usd=budget.spent, cache_hits=scope.cache_hits,
+        judge_model=get_settings().judge_model, end=end)
+
+
+_SAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+def adhoc_agent(model: str, api_base: str | None = None) -> AgentSpec:
+    """An agent for a model string not in the catalog (``--model``)."""
+    from tasks_lib.agents import Harness
+
+    params: dict[str, str | int | float | bool] = {"api_base": api_base} if api_base else {}
+    return AgentSpec(agent_id=f"{_SAFE.sub('-', model)}@medbench", harness=Harness.QA_METHOD,
+                     model=model, method="medbench_api", params=params)

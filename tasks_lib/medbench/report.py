@@ -1,0 +1,155 @@
+"""The MedBench report, from ledger score rows alone (never re-scoring): per agent the overall,
+dimension and task scores as mean ± sample SD over replicates (spec §4.7), the subset version
+they were scored on, and the judge's agreement with human raters (κ per task and rubric, with
+the drop since the previous judge model or rubric version).
+
+A run that ended ``partial`` (cost budget, or > 20 % failed calls) is shown but not ranked.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import defaultdict
+
+from pydantic import Field
+
+from evaluators.medbench import MeanSD, mean_sd
+from tasks_lib.domain import Frozen
+from tasks_lib.medbench.calibration import KappaView, kappa_views
+from tasks_lib.report import Scored, scored_runs
+from tasks_lib.scoring import pool_version, select_runs
+from tasks_lib.storage import Storage
+
+
+class Stat(Frozen):
+    """Mean ± sample SD over replicates (0–100)."""
+
+    mean: float | None = Field(description="Mean (None = no value).")
+    sd: float | None = Field(description="Sample SD, ddof = 1 (None with one replicate).")
+    n: int = Field(description="Replicates.")
+
+
+def _stat(values: list[float]) -> Stat:
+    m: MeanSD = mean_sd(values)
+    return Stat(mean=None if math.isnan(m.mean) else m.mean,
+                sd=None if math.isnan(m.sd) else m.sd, n=m.n)
+
+
+class AgentRow(Frozen):
+    """One agent on one pool version."""
+
+    rank: int | None = Field(description="1 = best mean overall (None: not ranked).")
+    agent_id: str = Field(description="Agent.")
+    model: str = Field(description="Model string.")
+    evaluator_version: str = Field(description="Evaluator version of the score rows.")
+    runs: list[str] = Field(description="Run ids (one per replicate).")
+    overall: Stat = Field(description="Overall = mean of dimensions.")
+    dimensions: dict[str, Stat] = Field(description="Dimension → score.")
+    tasks: dict[str, Stat] = Field(description="Task → score.")
+    judge_errors: int = Field(description="Open-ended items without a judge value, all runs.")
+    ranked: bool = Field(description="False when a replicate ended partial (incomplete).")
+    note: str = Field(default="", description="Why not ranked.")
+
+
+class MedBenchReport(Frozen):
+    """The report of one pool (or subset) version."""
+
+    pool_id: str = Field(description="Pool or subset id.")
+    pool_version: int = Field(description="Its version (scores always name it).")
+    agents: list[AgentRow] = Field(description="Agents, ranked first.")
+    kappa: dict[str, KappaView] = Field(description="task/rubric → newest calibration.")
+    uncalibrated_tasks: list[str] = Field(
+        description="Judged tasks whose judge has no calibration at κ ≥ threshold.")
+
+
+def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
+    per_dim: dict[str, list[float]] = defaultdict(list)
+    per_task: dict[str, list[float]] = defaultdict(list)
+    overall, errors = [], 0
+    for s in rows:
+        metrics = json.loads(s.score.metrics_json)
+        groups = json.loads(s.score.groups_json)
+        if metrics.get("overall") is not None:
+            overall.append(float(metrics["overall"]))
+        errors += int(metrics.get("judge_errors") or 0)
+        for name, g in groups.items():
+            target = per_dim if name.startswith("dimension/") else per_task
+            if g.get("score") is not None:
+                target[name.removeprefix("dimension/")].append(float(g["score"]))
+    partial = [s.run.run_id for s in rows if s.run.status != "completed"]
+    return AgentRow(rank=None, agent_id=agent_id, model=rows[0].run.model,
+                    evaluator_version=rows[0].score.evaluator_version,
+                    runs=[s.run.run_id for s in rows], overall=_stat(overall),
+                    dimensions={d: _stat(v) for d, v in sorted(per_dim.items())},
+                    tasks={t: _stat(v) for t, v in sorted(per_task.items())},
+                    judge_errors=errors, ranked=not partial,
+                    note=f"incomplete runs: {', '.join(partial)}" if partial else "")
+
+
+def build_report(pool: str, evaluator_version: str | None = None) -> MedBenchReport:
+    """The report of every scored run on ``pool`` (a root URL or ``active:<subset_id>``)."""
+    found = pool_version(pool)
+    scored = scored_runs(select_runs(pool=pool), evaluator_version)
+    by_agent: dict[str, list[Scored]] = defaultdict(list)
+    for s in scored:
+        by_agent[s.run.agent_id].append(s)
+    agents = [_agent_row(a, sorted(rows, key=lambda s: s.run.replicate))
+              for a, rows in sorted(by_agent.items())]
+    ranked = sorted((a for a in agents if a.ranked and a.overall.mean is not None),
+                    key=lambda a: -(a.overall.mean or 0.0))
+    order = {a.agent_id: i + 1 for i, a in enumerate(ranked)}
+    agents = sorted((a.model_copy(update={"rank": order.get(a.agent_id)}) for a in agents),
+                    key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))
+    views = kappa_views()
+    judged = {t for s in scored for t, g in json.loads(s.score.groups_json).items()
+              if "rubric_judge" in g}
+    calibrated = {k.split("/", 1)[0] for k, v in views.items() if v.latest.status == "calibrated"}
+    return MedBenchReport(pool_id=found.pool_id, pool_version=found.version, agents=agents,
+                          kappa=views, uncalibrated_tasks=sorted(judged - calibrated))
+
+
+def _fmt(s: Stat) -> str:
+    if s.mean is None:
+        return "–"
+    return f"{s.mean:.1f}" + (f" ± {s.sd:.1f}" if s.sd is not None else "")
+
+
+def to_markdown(report: MedBenchReport) -> str:
+    """Overall, dimensions, tasks and κ as markdown tables."""
+    dims = sorted({d for a in report.agents for d in a.dimensions})
+    lines = [f"# MedBench report: {report.pool_id} v{report.pool_version}", "",
+             "| rank | agent | overall | " + " | ".join(dims) + " | runs |",
+             "|---|---|---|" + "---|" * len(dims) + "---|"]
+    for a in report.agents:
+        lines.append(f"| {a.rank or '–'} | {a.agent_id} | {_fmt(a.overall)} | "
+                     + " | ".join(_fmt(a.dimensions[d]) if d in a.dimensions else "–"
+                                  for d in dims) + f" | {len(a.runs)} |")
+    tasks = sorted({t for a in report.agents for t in a.tasks})
+    lines += ["", "## Tasks (mean ± SD over replicates)", "",
+              "| task | " + " | ".join(a.agent_id for a in report.agents) + " |",
+              "|---|" + "---|" * len(report.agents)]
+    lines += [f"| {t} | " + " | ".join(_fmt(a.tasks[t]) if t in a.tasks else "–"
+                                       for a in report.agents) + " |" for t in tasks]
+    lines += ["", "## Judge agreement with human raters", "",
+              "| task/rubric | judge | rubric version | n | p_o | κ | status | drop |",
+              "|---|---|---|---|---|---|---|---|"]
+    for key, v in sorted(report.kappa.items()):
+        r = v.latest
+        kappa = "–" if r.kappa is None else f"{r.kappa:.3f}"
+        before = v.previous.rubric_version if v.previous else ""
+        drop = "" if v.drop is None else f"−{v.drop:.3f} vs {before}"
+        lines.append(f"| {key} | {r.judge_model} | {r.rubric_version} | {r.n} | {r.p_o:.3f} | "
+                     f"{kappa} | {r.status} | {drop} |")
+    if report.uncalibrated_tasks:
+        lines += ["", "Judge scores of uncalibrated tasks: "
+                  + ", ".join(report.uncalibrated_tasks)]
+    return "\n".join(lines) + "\n"
+
+
+def write_report(report: MedBenchReport) -> str:
+    """Store ``report.json`` and ``report.md``; returns the markdown URL."""
+    root = Storage.from_settings().child(f"reports/medbench/{report.pool_id}-v"
+                                         f"{report.pool_version}")
+    root.write_json("report.json", report)
+    return root.write_text("report.md", to_markdown(report))
