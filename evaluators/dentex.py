@@ -22,6 +22,8 @@ Port conventions kept, with their caveats:
 * a reference label outside the declared categories (e.g. a 0-based id) is ignored by COCOeval;
   an aspect without any reference annotation gives ``-1`` (pycocotools' "undefined"), which the
   mean includes.
+* reference annotations are renumbered 1..N over the set (the port keeps their ids, so ids
+  repeated across images would corrupt its COCO index);
 * detections are assigned to the image of their row (a detection's own ``image_id`` is
   ignored); a submission without any detection scores 0 (pycocotools cannot load an empty
   result list, the port then fails the submission).

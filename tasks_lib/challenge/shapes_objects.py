@@ -31,7 +31,7 @@ def dentex(rng: Rng) -> list[SyntheticItem]:
             labels = {"category_id_1": int(rng.integers(1, 5)),
                       "category_id_2": int(rng.integers(1, 9)),
                       "category_id_3": int(rng.integers(1, 5))}
-            anns.append({"id": k + 1, "image_id": i + 1, "bbox": [x, y, w, h],
+            anns.append({"id": 100 * i + k + 1, "image_id": i + 1, "bbox": [x, y, w, h],
                          "area": w * h, "iscrowd": 0, **labels})
             if k == 1:
                 continue

@@ -1,0 +1,278 @@
+"""Reference values for DENTEX (pycocotools through files, as the port runs it), PUMA nuclei
+(the port's matching rule, re-implemented by hand) and TopCoW/TopBrain task 1 (SimpleITK label
+overlaps, scikit-image skeletons and components, MONAI directed distances, sklearn balanced
+accuracy), following the ReX-MLE graders."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tests.tasks_lib.challenge.references import Case
+
+# --- DENTEX ----------------------------------------------------------------------------------
+
+ASPECT_KEYS = {"quadrant": ("category_id_1", 4), "enumeration": ("category_id_2", 8),
+               "diagnosis": ("category_id_3", 4)}
+
+
+def _coco_eval(gt: dict[str, Any], preds: list[dict[str, Any]], tmp: Path) -> Any:
+    from pycocotools.coco import COCO
+    from pycocotools.cocoeval import COCOeval
+
+    (tmp / "gt.json").write_text(json.dumps(gt))
+    (tmp / "dt.json").write_text(json.dumps(preds))
+    with contextlib.redirect_stdout(io.StringIO()):
+        coco = COCO(str(tmp / "gt.json"))
+        evaluation = COCOeval(coco, coco.loadRes(str(tmp / "dt.json")), "bbox")
+        evaluation.evaluate()
+        evaluation.accumulate()
+        evaluation.summarize()
+    return evaluation.stats
+
+
+def dentex(cases: list[Case], tmp: Path) -> dict[str, float]:
+    images, anns, dets = [], [], []
+    for pred, ref, _ in cases:
+        image_id = ref["images"][0]["id"]
+        images += ref["images"]
+        anns += ref["annotations"]
+        if isinstance(pred, dict):
+            pred = pred.get("annotations", [pred])
+        for d in pred:
+            a, b, c, e = d["bbox"]
+            box = [a, b, c - a, e - b] if c > a and e > b and (c > a + 50 or e > b + 50) \
+                else [a, b, c, e]
+            dets.append({**d, "bbox": box, "image_id": image_id,
+                         "score": d.get("score", d.get("confidence", 0.5))})
+    stats = {}
+    for aspect, (key, n) in ASPECT_KEYS.items():
+        gt = {"images": images, "categories": [{"id": i} for i in range(1, n + 1)],
+              "annotations": [{**a, "category_id": a[key]} for a in anns]}
+        preds = [{"image_id": d["image_id"], "bbox": d["bbox"], "score": d["score"],
+                  "category_id": d[key]} for d in dets]
+        stats[aspect] = _coco_eval(gt, preds, tmp)
+    out = {}
+    for stat, index in (("ap", 0), ("ap50", 1), ("ap75", 2), ("ar", 8)):
+        for aspect in ASPECT_KEYS:
+            out[f"{stat}_{aspect}"] = float(stats[aspect][index])
+        out[f"{stat}_mean"] = float(np.mean([stats[a][index] for a in ASPECT_KEYS]))
+    return out
+
+
+# --- PUMA nuclei -----------------------------------------------------------------------------
+
+def _features(doc: dict[str, Any], normalise: Callable[[str], str | None]) -> list[dict[str,
+                                                                                         Any]]:
+    out = []
+    for poly in doc["polygons"]:
+        category = normalise(poly["name"])
+        if category is None or len(poly["path_points"]) < 3:
+            continue
+        out.append({"category": category, "score": poly.get("score", 1.0),
+                    "centroid": np.mean(np.array(poly["path_points"], dtype=float)[:, :2],
+                                        axis=0)})
+    return out
+
+
+def _case_f1(gt: list[dict[str, Any]], pred: list[dict[str, Any]],
+             within: Callable[[float], bool]) -> dict[str, float]:
+    pool: dict[str, list[dict[str, Any]]] = {}
+    for p in pred:
+        pool.setdefault(p["category"], []).append(p)
+    tp: dict[str, int] = {}
+    for g in gt:
+        eligible = [(p, float(np.linalg.norm(g["centroid"] - p["centroid"])))
+                    for p in pool.get(g["category"], [])]
+        eligible = [e for e in eligible if within(e[1])]
+        eligible.sort(key=lambda e: (-e[0]["score"], e[1]))
+        if eligible:
+            best = eligible[0][0]
+            lst = pool[g["category"]]
+            for i, p in enumerate(lst):
+                if np.array_equal(p["centroid"], best["centroid"]):
+                    del lst[i]
+                    break
+            tp[g["category"]] = tp.get(g["category"], 0) + 1
+    out = {}
+    for c in {x["category"] for x in gt} | {x["category"] for x in pred}:
+        t = tp.get(c, 0)
+        fp = sum(x["category"] == c for x in pred) - t
+        fn = sum(x["category"] == c for x in gt) - t
+        prec = t / (t + fp) if t + fp else 0
+        rec = t / (t + fn) if t + fn else 0
+        out[c] = 2 * prec * rec / (prec + rec) if prec + rec else 0.0
+    return out
+
+
+def puma_track1(cases: list[Case]) -> dict[str, float]:
+    names = {"tils": "TILs", "til": "TILs", "lymphocyte": "TILs", "lymphocytes": "TILs",
+             "tumor": "tumor", "tumour": "tumor", "other": "other", "others": "other"}
+    classes = ["tumor", "TILs", "other"]
+    per: dict[str, list[float]] = {c: [] for c in classes}
+    for pred, ref, _ in cases:
+        f1 = _case_f1(_features(ref, lambda n: names.get(n.strip().lower(), n)),
+                      _features(pred, lambda n: names.get(n.strip().lower(), n)),
+                      lambda d: d < 15)
+        for c in classes:
+            per[c].append(f1.get(c, 0.0))
+    return {"f1": float(np.mean([np.mean(v) for v in per.values()]))}
+
+
+T2 = ["tumor", "lymphocytes", "plasma_cells", "histiocytes", "melanophages", "neutrophils",
+      "stromal_cells", "epithelium", "endothelium", "apoptotic_cells"]
+NUCLEI = {"lymphocyte": "lymphocytes", "plasma_cell": "plasma_cells",
+          "histiocyte": "histiocytes", "melanophage": "melanophages",
+          "neutrophil": "neutrophils", "stroma": "stromal_cells", "apoptosis": "apoptotic_cells"}
+
+
+def _t2_name(raw: str) -> str | None:
+    name = raw.strip().lower()
+    if name in T2:
+        return name
+    return NUCLEI.get(name[len("nuclei_"):]) if name.startswith("nuclei_") else None
+
+
+def puma_track2(cases: list[Case]) -> dict[str, float]:
+    per: dict[str, list[float]] = {c: [] for c in T2}
+    for pred, ref, _ in cases:
+        f1 = _case_f1(_features(ref, _t2_name), _features(pred, _t2_name), lambda d: d <= 15)
+        for c, v in f1.items():
+            per[c].append(v)
+    return {"f1": float(np.mean([np.mean(v) if v else 0.0 for v in per.values()]))}
+
+
+# --- TopCoW / TopBrain task 1 ----------------------------------------------------------------
+
+def _sitk_overlap(gt: Any, pred: Any, label: int, what: str) -> float:
+    import SimpleITK as sitk
+
+    g, p = sitk.GetImageFromArray(gt.astype(np.uint8)), sitk.GetImageFromArray(
+        pred.astype(np.uint8))
+    if not (gt == label).any() or not (pred == label).any():
+        return 0.0
+    f = sitk.LabelOverlapMeasuresImageFilter()
+    f.Execute(g, p)
+    return float(f.GetDiceCoefficient(label) if what == "dice" else f.GetJaccardCoefficient(label))
+
+
+def _cl(pred: Any, gt: Any) -> float:
+    from skimage.morphology import skeletonize
+
+    def score(skel: Any, vol: Any) -> float:
+        return 0.0 if skel.sum() == 0 else float((skel * vol).sum() / skel.sum())
+
+    tprec, tsens = score(skeletonize(pred), gt), score(skeletonize(gt), pred)
+    return 0.0 if tprec + tsens == 0 else 2 * tprec * tsens / (tprec + tsens)
+
+
+def _b0(mask: Any) -> int:
+    from skimage import measure
+
+    return 0 if not mask.any() else int(measure.label(mask, return_num=True,
+                                                      connectivity=3)[1])
+
+
+def _hd95(pred: Any, gt: Any, spacing: tuple[float, ...], bound: float) -> float:
+    from monai.metrics.utils import get_mask_edges, get_surface_distance
+
+    if not pred.any() or not gt.any():
+        return bound
+    ep, eg = get_mask_edges(pred.astype(np.uint8), gt.astype(np.uint8))
+    dist = np.asarray(get_surface_distance(ep, eg, "euclidean", spacing))
+    return bound if dist.size == 0 else float(np.percentile(dist, 95))
+
+
+def _neighbours(arr: Any) -> dict[int, set[int]]:
+    padded = np.pad(arr.astype(np.int64), 1)
+    out: dict[int, set[int]] = {}
+    for i in (-1, 0, 1):
+        for j in (-1, 0, 1):
+            for k in (-1, 0, 1):
+                if i == j == k == 0:
+                    continue
+                shifted = np.roll(padded, (i, j, k), axis=(0, 1, 2))
+                m = (padded != shifted) & (padded != 0)
+                for a, b in zip(padded[m], shifted[m], strict=True):
+                    if b != 0:
+                        out.setdefault(int(a), set()).add(int(b))
+                        out.setdefault(int(b), set()).add(int(a))
+    return out
+
+
+def _f1_pooled(cases: list[Case], labels: list[int]) -> float:
+    counts = {c: {"TP": 0, "FP": 0, "FN": 0, "TN": 0} for c in labels}
+    for pred, ref, _ in cases:
+        for c in labels:
+            if (ref == c).any():
+                counts[c]["TP" if _sitk_overlap(ref, pred, c, "iou") >= 0.25 else "FN"] += 1
+            else:
+                counts[c]["FP" if (pred == c).any() else "TN"] += 1
+    return float(np.mean([0.0 if 2 * n["TP"] + n["FP"] + n["FN"] == 0
+                          else 2 * n["TP"] / (2 * n["TP"] + n["FP"] + n["FN"])
+                          for n in counts.values()]))
+
+
+def topbrain(cases: list[Case], side_roads: list[int], table: dict[str, list[int]]
+             ) -> dict[str, float]:
+    rows = []
+    for pred, ref, spacing in cases:
+        pred, ref = np.asarray(pred).astype(np.int64), np.asarray(ref).astype(np.int64)
+        labels = sorted(set(np.unique(ref).tolist()) | set(np.unique(pred).tolist()) - {0})
+        labels = [c for c in labels if c != 0]
+        found = _neighbours(pred)
+        rows.append([np.mean([_sitk_overlap(ref, pred, c, "dice") for c in labels]),
+                     np.mean([0.0 if not (pred == c).any() or not (ref == c).any()
+                              else _cl(pred == c, ref == c) for c in labels]),
+                     np.mean([abs(_b0(pred == c) - _b0(ref == c)) for c in labels]),
+                     np.mean([_hd95(pred == c, ref == c, spacing, 290.0) for c in labels]),
+                     np.mean([len(found.get(c, set()) - set(table.get(str(c), [])))
+                              for c in labels])])
+    arr = np.array(rows)
+    return {"dice": arr[:, 0].mean(), "cldice": arr[:, 1].mean(), "b0_error": arr[:, 2].mean(),
+            "hd95": arr[:, 3].mean(), "neighbor_error": arr[:, 4].mean(),
+            "f1_side_road": _f1_pooled(cases, side_roads)}
+
+
+def topcow(cases: list[Case]) -> dict[str, float]:
+    from sklearn.metrics import balanced_accuracy_score
+
+    rows, regions = [], {"anterior": [10, 11, 12, 15], "posterior": [2, 3, 8, 9]}
+    matches: dict[str, list[str]] = {r: [] for r in regions}
+    for pred, ref, spacing in cases:
+        pred, ref = np.asarray(pred).astype(np.int64), np.asarray(ref).astype(np.int64)
+        labels = [c for c in sorted(np.unique(ref).tolist()) if c != 0]
+        dice = [2 * ((pred == c) & (ref == c)).sum() / ((pred == c).sum() + (ref == c).sum()
+                                                       + 1e-7) for c in labels]
+        rows.append([np.mean(dice), _cl(np.transpose(pred > 0), np.transpose(ref > 0)),
+                     np.mean([abs(_b0(pred == c) - _b0(ref == c)) for c in labels]),
+                     np.mean([_hd95(pred == c, ref == c, spacing, 90.0) for c in labels])])
+        for region, members in regions.items():
+            ok = all(_sitk_overlap(ref, pred, c, "iou") >= 0.25 if (ref == c).any()
+                     else not (pred == c).any() for c in members)
+            matches[region].append("correct" if ok else "incorrect")
+    arr = np.array(rows)
+    out = {"dice": arr[:, 0].mean(), "cldice": arr[:, 1].mean(), "b0_error": arr[:, 2].mean(),
+           "hd95": arr[:, 3].mean(), "f1_grp2": _f1_pooled(cases, [8, 9, 10, 15])}
+    for region, verdicts in matches.items():
+        out[f"{region}_graph_acc"] = float(balanced_accuracy_score(["correct"] * len(verdicts),
+                                                                   verdicts))
+        out[f"{region}_topology"] = verdicts.count("correct") / len(verdicts)
+    return {k: float(v) for k, v in out.items()}
+
+
+SIDE_ROADS = {"topbrain-track1": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                                  37, 38, 39],
+              "topbrain-track2": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
+                                  41, 42]}
+
+
+def neighbour_table(datasets: Path, challenge: str) -> dict[str, list[int]]:
+    return dict(json.loads((datasets / "challenge" / challenge /
+                            "valid_neighbors.json").read_text()))
