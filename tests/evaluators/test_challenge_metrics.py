@@ -270,3 +270,194 @@ def test_variant_balanced_accuracy_official() -> None:
     assert variant_balanced_accuracy(ref, ref) == 1.0
     with pytest.raises(ValueError, match="shape mismatch"):
         variant_balanced_accuracy(pred[:, :3], ref)
+
+
+# --- TopCoW task 2: official boundary IoU of boxes ---------------------------------------------
+
+def test_box_iou_and_boundary_iou_by_hand() -> None:
+    from evaluators.cow_boxes import box_boundary_iou
+
+    a = {"size": [4, 4, 4], "location": [0, 0, 0]}
+    b = {"size": [4, 4, 4], "location": [2, 0, 0]}
+    # ratio 0.5 is the box IoU: overlap 2·4·4 = 32, union 64 + 64 − 32 = 96
+    assert box_boundary_iou(b, a, ratio=0.5) == pytest.approx(32 / 96)
+    # ratio 0.2: d = ceil(0.8) = 1, each band is the 4³ box minus its 2³ core = 56 voxels; in
+    # the overlap x = 2, 3: at x = 2 b's face (16) meets a's shell ring (12), at x = 3 a's face
+    # (16) meets b's ring (12) -> 24 shared, union 56 + 56 − 24 = 88
+    assert box_boundary_iou(b, a, ratio=0.2) == pytest.approx(24 / 88)
+    assert box_boundary_iou(a, a) == 1.0
+    assert box_boundary_iou({"size": [2, 2, 2], "location": [9, 9, 9]}, a) == 0.0
+
+
+def test_box_needs_size_and_location() -> None:
+    from evaluators.core import InvalidSubmissionError
+    from evaluators.cow_boxes import box_boundary_iou
+
+    with pytest.raises(InvalidSubmissionError, match="size"):
+        box_boundary_iou({"location": [0, 0, 0]}, {"size": [1, 1, 1], "location": [0, 0, 0]})
+    with pytest.raises(InvalidSubmissionError, match="at least 1"):
+        box_boundary_iou({"size": [0, 1, 1], "location": [0, 0, 0]},
+                         {"size": [1, 1, 1], "location": [0, 0, 0]})
+
+
+# --- PUMA nuclei F1: < 15 vs <= 15, averaging rules ----------------------------------------------
+
+def _nucleus(name: str, x: int, y: int, score: float = 1.0) -> dict[str, object]:
+    return {"name": name, "path_points": [[x - 2, y], [x, y - 2], [x + 2, y], [x, y + 2]],
+            "score": score}
+
+
+def test_puma_distance_rule_strict_vs_inclusive() -> None:
+    from evaluators.nuclei import puma_nuclei_f1
+
+    ref = {"polygons": [_nucleus("tumor", 50, 50)]}
+    pred = {"polygons": [_nucleus("tumor", 59, 62)]}  # exactly 15 px away
+    aliases = {"tumor": "tumor"}
+    strict = puma_nuclei_f1([pred], [ref], classes=["tumor"], aliases=aliases)
+    inclusive = puma_nuclei_f1([pred], [ref], classes=["tumor"], aliases=aliases,
+                               inclusive=True)
+    assert (strict, inclusive) == (0.0, 1.0)
+
+
+def test_puma_track1_counts_absent_classes_as_zero_track2_skips_them() -> None:
+    from evaluators.nuclei import puma_nuclei_f1
+
+    ref = {"polygons": [_nucleus("tumor", 10, 10), _nucleus("tumor", 40, 40)]}
+    pred = {"polygons": [_nucleus("Tumour", 11, 10), _nucleus("other", 80, 80)]}
+    aliases = {"tumor": "tumor", "tumour": "tumor", "other": "other", "tils": "TILs"}
+    # tumour: TP 1, FN 1 -> F1 2/3; other: FP 1 -> 0; TILs absent everywhere -> 0
+    assert puma_nuclei_f1([pred], [ref], classes=["tumor", "TILs", "other"],
+                          aliases=aliases) == pytest.approx((2 / 3) / 3)
+    # track 2 rule: a class is averaged over the cases where it appears; case 2 has no tumour
+    empty = {"polygons": [_nucleus("other", 5, 5)]}
+    value = puma_nuclei_f1([pred, empty], [ref, empty], classes=["tumor", "other"],
+                           aliases=aliases, inclusive=True, absent="skip")
+    assert value == pytest.approx((2 / 3 + (0 + 1) / 2) / 2)
+
+
+def test_puma_greedy_match_prefers_score_then_distance() -> None:
+    from evaluators.nuclei import puma_nuclei_f1
+
+    ref = {"polygons": [_nucleus("tumor", 10, 10), _nucleus("tumor", 20, 10)]}
+    # the confident far prediction takes the first reference; the near one then matches the second
+    pred = {"polygons": [_nucleus("tumor", 10, 10, 0.1), _nucleus("tumor", 21, 10, 0.9)]}
+    assert puma_nuclei_f1([pred], [ref], classes=["tumor"],
+                          aliases={"tumor": "tumor"}) == 1.0
+
+
+# --- DENTEX: the corner heuristic -------------------------------------------------------------
+
+def test_dentex_xyxy_heuristic() -> None:
+    from evaluators.dentex import xywh
+
+    assert xywh([100, 100, 140, 180]) == [100, 100, 40, 80]   # corners: height 80 > 50
+    assert xywh([100, 100, 40, 80]) == [100, 100, 40, 80]     # genuine xywh left alone
+    assert xywh([10, 10, 70, 30]) == [10, 10, 60, 20]         # genuine wide box near the origin
+    #                                                           is mangled (the port's caveat)
+
+
+def test_dentex_perfect_and_empty() -> None:
+    from evaluators.dentex import coco_stats
+
+    ref = {"images": [{"id": 1}], "annotations": [
+        {"id": 1, "bbox": [10, 10, 20, 20], "area": 400, "category_id_1": 1,
+         "category_id_2": 3, "category_id_3": 2}]}
+    perfect = [{"bbox": [10, 10, 20, 20], "score": 0.9, "category_id_1": 1,
+                "category_id_2": 3, "category_id_3": 2}]
+    assert coco_stats([perfect], [ref], "enumeration")[0] == pytest.approx(1.0)
+    wrong = [{**perfect[0], "category_id_3": 1}]
+    assert coco_stats([wrong], [ref], "diagnosis")[0] == 0.0
+    assert coco_stats([[]], [ref], "quadrant")[0] == 0.0
+
+
+# --- TopCoW / TopBrain label-map conventions ---------------------------------------------------
+
+def _labels() -> tuple[np.ndarray, np.ndarray]:
+    ref = np.zeros((6, 6, 3), dtype=np.int64)
+    ref[0:2, 0:2, 0] = 1          # 4 voxels of label 1
+    ref[4:6, 4:6, 0] = 2          # 4 voxels of label 2
+    pred = ref.copy()
+    pred[4:6, 4:6, 0] = 0         # label 2 missed
+    pred[0:2, 2, 0] = 3           # label 3 only predicted, touching label 1
+    return pred, ref
+
+
+def test_class_dice_reference_vs_union_label_sets() -> None:
+    from evaluators.vessels import class_dice
+
+    pred, ref = _labels()
+    # TopCoW: reference labels {1, 2}: (1 + 0) / 2 (epsilon 1e-7 in the denominator)
+    assert class_dice(pred, ref, labels="reference", epsilon=1e-7) == pytest.approx(0.5)
+    # TopBrain: labels of either map {1, 2, 3}: (1 + 0 + 0) / 3
+    assert class_dice(pred, ref, labels="union", epsilon=0.0) == pytest.approx(1 / 3)
+    empty = np.zeros_like(ref)
+    assert class_dice(empty, empty, no_labels=1.0) == 1.0
+    assert class_dice(empty, empty, labels="union", no_labels=0.0) == 0.0
+
+
+def test_neighbor_error_counts_disallowed_neighbours() -> None:
+    from evaluators.vessels import neighbor_error, neighbours
+
+    pred, ref = _labels()
+    assert neighbours(pred) == {1: {3}, 3: {1}}
+    # labels {1, 2, 3}: 1 may touch 3 (0 errors), 2 has no neighbours, 3 may touch nothing (1)
+    table = {"1": [3], "2": [], "3": []}
+    assert neighbor_error(pred, ref, valid_neighbors=table) == pytest.approx(1 / 3)
+
+
+def test_detection_f1_and_region_match_are_pooled_over_cases() -> None:
+    from evaluators.vessels import label_detection_f1, region_match_rate
+
+    pred, ref = _labels()
+    # case 1: label 1 TP, 2 FN, 3 FP; case 2 (perfect): 1 TP, 2 TP, 3 TN
+    f1 = label_detection_f1([pred, ref], [ref, ref], detect=[1, 2, 3])
+    assert f1 == pytest.approx((1.0 + 2 / 3 + 0.0) / 3)
+    assert region_match_rate([pred, ref], [ref, ref], region=[1, 2]) == 0.5
+    assert region_match_rate([pred, ref], [ref, ref], region=[1]) == 1.0
+
+
+def test_class_hd95_is_directed_and_bounded() -> None:
+    from evaluators.vessels import class_hd95
+
+    ref = np.zeros((12, 3, 3), dtype=np.int64)
+    ref[0:2, 1, 1] = 1
+    pred = ref.copy()
+    pred[9:11, 1, 1] = 1     # an extra far blob: only pred->ref distances see it
+    # pred surface voxels x = 0, 1, 9, 10 -> distances 0, 0, 8, 9 (mm at spacing 1)
+    assert class_hd95(pred, ref, (1.0, 1.0, 1.0)) == pytest.approx(np.percentile([0, 0, 8, 9],
+                                                                                 95))
+    assert class_hd95(ref, pred, (1.0, 1.0, 1.0)) == 0.0   # ref ⊂ pred: directed distance 0
+    assert class_hd95(np.zeros_like(ref), ref, (1.0, 1.0, 1.0), upper_bound=90.0) == 90.0
+
+
+# --- SEG.A. and PANTHER ------------------------------------------------------------------------
+
+def test_seg_a_hd_voxel_units_and_empty_rules() -> None:
+    from evaluators.aorta import seg_a_hd
+
+    ref = np.zeros((10, 4, 4), dtype=np.uint8)
+    ref[1, 1, 1] = 1
+    pred = np.zeros_like(ref)
+    pred[7, 1, 1] = 1
+    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0)) == 6.0                      # voxels, bug kept
+    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0), voxel_units=False) == 12.0  # mm
+    assert seg_a_hd(np.zeros_like(ref), ref) == pytest.approx(np.sqrt(100 + 16 + 16))
+    assert seg_a_hd(np.zeros_like(ref), np.zeros_like(ref)) == 0.0
+
+
+def test_panther_binarise_and_uniform_prediction() -> None:
+    from evaluators.core import InvalidSubmissionError
+    from evaluators.panther import binarise, panther_dice, panther_hd95, volume_error
+
+    ref = np.zeros((4, 4, 4), dtype=np.uint8)
+    ref[1:3, 1:3, 1:3] = 1
+    ref[0, 0, 0] = 2                                       # pancreas, not tumour
+    assert binarise(np.array([0, 1, 2])).tolist() == [False, True, False]
+    assert binarise(np.array([0, 2])).tolist() == [False, True]   # two values with 0: non-zero
+    with pytest.raises(InvalidSubmissionError, match="not binary"):
+        binarise(np.array([0, 2, 3]))
+    assert panther_dice(ref, ref) == 1.0
+    empty = np.zeros_like(ref)
+    assert panther_dice(empty, ref) == 0.0
+    assert panther_hd95(empty, ref, (1.0, 2.0, 1.0)) == pytest.approx(np.sqrt(16 + 64 + 16))
+    assert volume_error(empty, ref, (1.0, 2.0, 1.0)) == 16.0          # 8 voxels of 2 mm³
