@@ -25,7 +25,7 @@ WEIBULL_SHAPE = 0.6
 
 PLANTED: dict[str, float] = {
     "statin_hr_28d": 0.5, "statin_hr_short_stay": 5.0, "lactate_t3_or": 2.5,
-    "lactate_t2_or": 1.0, "diuretic_hyponatremia_pr": 1.5, "albumin_low_or": 2.0,
+    "lactate_t2_or": 1.0, "diuretic_hyponatremia_pr": 1.8, "albumin_low_or": 2.0,
     "glucose_hr_nontraumatic": 1.8, "glucose_hr_traumatic": 1.0, "ppi_or_influenza": 1.0,
     "nlr_q4_hr": 2.0,
 }
@@ -164,14 +164,14 @@ def heart_failure(rng: Rng, n: int) -> Overlay:
     loop diuretic → first-day hyponatremia (PR 1.5; sicker patients get fewer diuretics)."""
     s = _base(rng, n, 72, 12, 4.0, sofa_min=1)
     sofa_c = s["sofa"].to_numpy() - 5
-    lactate = np.exp(np.log(1.6) + 0.15 * sofa_c + rng.normal(0, 0.45, n))
+    lactate = np.exp(np.log(1.6) + 0.22 * sofa_c + rng.normal(0, 0.45, n))
     tert = quantile_group(lactate, 3)
     logit = -1.6 + np.log(PLANTED["lactate_t3_or"]) * (tert == 2) \
         + np.log(PLANTED["lactate_t2_or"]) * (tert == 1) \
         + 0.04 * (s["age"].to_numpy() - 72) + 0.45 * sofa_c
     _hospital_death(rng, s, bern(rng, logit))
     loop = bern(rng, 0.5 - 0.7 * sofa_c)
-    prev = np.clip(0.12 * PLANTED["diuretic_hyponatremia_pr"] ** loop * np.exp(0.15 * sofa_c),
+    prev = np.clip(0.12 * PLANTED["diuretic_hyponatremia_pr"] ** loop * np.exp(0.2 * sofa_c),
                    0, 0.95)
     hypo = rng.random(n) < prev
     rows = np.arange(n)
@@ -247,8 +247,8 @@ def influenza(rng: Rng, n: int) -> Overlay:
     """Influenza stays: PPI → in-hospital death, planted null (OR 1); sicker patients get PPIs."""
     s = _base(rng, n, 60, 18, 3.0, sofa_min=1)
     sofa_c = s["sofa"].to_numpy() - 4
-    ppi = bern(rng, -0.8 + 0.35 * sofa_c)
-    logit = -2.0 + np.log(PLANTED["ppi_or_influenza"]) * ppi + 0.4 * sofa_c \
+    ppi = bern(rng, -0.8 + 0.6 * sofa_c)
+    logit = -2.0 + np.log(PLANTED["ppi_or_influenza"]) * ppi + 0.5 * sofa_c \
         + 0.03 * (s["age"].to_numpy() - 60)
     _hospital_death(rng, s, bern(rng, logit))
     rows = np.arange(n)
@@ -273,13 +273,13 @@ def background_icu(rng: Rng, n: int) -> Overlay:
 
 
 TEMPLATES: dict[str, tuple[float, Callable[[Rng, int], Overlay]]] = {
-    "sepsis": (0.20, sepsis),
-    "heart_failure": (0.10, heart_failure),
-    "pancreatitis": (0.07, pancreatitis),
+    "sepsis": (0.22, sepsis),
+    "heart_failure": (0.14, heart_failure),
+    "pancreatitis": (0.08, pancreatitis),
     "ich": (0.05, ich),
     "traumatic_ich": (0.06, traumatic_ich),
-    "influenza": (0.08, influenza),
-    "background_icu": (0.14, background_icu),
+    "influenza": (0.09, influenza),
+    "background_icu": (0.12, background_icu),
 }
 """Template → (share of patients, overlay). The remaining patients have no ICU stay. Template
 cohorts are oversampled relative to MIMIC-IV prevalence so 20,000 patients carry every study."""

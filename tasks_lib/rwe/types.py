@@ -300,7 +300,10 @@ class RWEPoolManifest(Frozen):
     pool_id: str = Field(description="Pool name.")
     version: int = Field(description="Version number, 1-based.")
     track: Literal["rwe"] = Field(default="rwe", description="Track of the pool.")
-    content_hash: str = Field(description="sha256 of the generated EHR tables (canonical CSV).")
+    content_hash: str = Field(description="sha256 over the EHR hash, the public studies and the "
+                              "private answers (the pool's identity in the ledger).")
+    ehr_hash: str = Field(default="", description="sha256 of the generated EHR tables "
+                          "(canonical CSVs; same seed and size => same hash).")
     table_hashes: dict[str, str] = Field(description="Schema-qualified table → sha256 of its CSV.")
     seed: int = Field(description="Generator seed.")
     n_patients: int = Field(description="Patients generated.")
