@@ -32,33 +32,59 @@ ITEMS: list[tuple[dict[str, Any], dict[str, Any]]] = [
       "text": "Take atorvastatin once nightly and report unexplained muscle pain promptly",
       "key_points": ["report unexplained muscle pain", "check liver enzymes at baseline"],
       "rubric_id": "A.1.2"}),
-    ({"item_id": "m1", "task_id": "labels", "dimension": "MLU", "specialty": "radiology",
+    ({"item_id": "m1", "task_id": "findings", "dimension": "MLU", "specialty": "radiology",
       "answer_type": "multi_label", "prompt": "Findings named in: 'Small left effusion.'",
       "answer_schema": "list of finding labels"},
-     {"item_id": "m1", "task_id": "labels", "answer_type": "multi_label",
+     {"item_id": "m1", "task_id": "findings", "answer_type": "multi_label",
       "labels": ["pleural effusion left side"]}),
-    ({"item_id": "e1", "task_id": "extract", "dimension": "MLU", "specialty": "radiology",
+    ({"item_id": "e1", "task_id": "header", "dimension": "MLU", "specialty": "radiology",
       "answer_type": "extraction", "prompt": "Extract (type, value) pairs from the header.",
       "answer_schema": "list of [type, value]"},
-     {"item_id": "e1", "task_id": "extract", "answer_type": "extraction",
+     {"item_id": "e1", "task_id": "header", "answer_type": "extraction",
       "tuples": [["Modality", "computed tomography series"]]}),
     ({"item_id": "s1", "task_id": "codes", "dimension": "MLU", "specialty": "cardiology",
       "answer_type": "string", "prompt": "ICD-10 code of the diagnosis in the note.",
       "answer_schema": "one code string"},
      {"item_id": "s1", "task_id": "codes", "answer_type": "string", "text": "I21.4-secretcode"}),
-    ({"item_id": "r1", "task_id": "boxes", "dimension": "MM-A1", "specialty": "radiology",
+    ({"item_id": "r1", "task_id": "nodule", "dimension": "MM-A1", "specialty": "radiology",
       "answer_type": "region", "prompt": "Box the nodule.", "answer_schema": "list of boxes"},
-     {"item_id": "r1", "task_id": "boxes", "answer_type": "region",
+     {"item_id": "r1", "task_id": "nodule", "answer_type": "region",
       "boxes": [[11.5, 22.25, 33.75, 44.125]]}),
 ]
 TASKS = {
     "mcq": ("MKQA", "endocrinology", "single_choice", ["shuffled_accuracy"]),
     "open": ("MLG", "cardiology", "open_ended", ["keypoint_macro_recall"]),
-    "labels": ("MLU", "radiology", "multi_label", ["micro_f1"]),
-    "extract": ("MLU", "radiology", "extraction", ["micro_f1"]),
+    "findings": ("MLU", "radiology", "multi_label", ["micro_f1"]),
+    "header": ("MLU", "radiology", "extraction", ["micro_f1"]),
     "codes": ("MLU", "cardiology", "string", ["one_minus_ned"]),
-    "boxes": ("MM-A1", "radiology", "region", ["iou_set"]),
+    "nodule": ("MM-A1", "radiology", "region", ["iou_set"]),
 }
+
+
+MLU = (100 + 100 + 100 * (1 - 1 / 16)) / 3
+"""Score of :func:`answers_for` on MLU: labels and extraction exact (F1 = 1), the code one
+substitution off 16 characters (1 - 1/16)."""
+OVERALL = (100 + 0 + MLU + 100) / 4
+"""Overall of :func:`answers_for`: dimensions MKQA (both shuffles right), MLG (the open item left
+out: key-point recall 0), MLU, MM-A1 (the box exact: IoU 1)."""
+
+
+def answers_for(split_items: list[dict[str, Any]]) -> str:
+    """The predictions file a submitter writes from a downloaded split alone (the MCQ by its
+    option text, the open item left out)."""
+    fixed: dict[str, Any] = {
+        "multi_label": ["pleural effusion left side"],
+        "extraction": [["Modality", "computed tomography series"]],
+        "string": "I21.9-secretcode", "region": [[11.5, 22.25, 33.75, 44.125]]}
+    rows = []
+    for item in split_items:
+        kind = item["answer_type"]
+        if kind == "single_choice":
+            letter = next(k for k, v in item["options"].items() if v == "Metformin")
+            rows.append({"item_id": item["item_id"], "answer": letter})
+        elif kind in fixed:
+            rows.append({"item_id": item["item_id"], "answer": fixed[kind]})
+    return "".join(json.dumps(r) + "\n" for r in rows)
 
 
 def write_pool(root: Storage, pool_id: str = "mbhand", version: int = 1) -> str:

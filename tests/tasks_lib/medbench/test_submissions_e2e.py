@@ -9,7 +9,7 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.medbench_pool import secret_strings, write_pool
+from support.medbench_pool import MLU, OVERALL, answers_for, secret_strings, write_pool
 from typer.testing import CliRunner
 
 import flows.score  # noqa: F401  (Prefect's log handlers keep the streams of their import:
@@ -19,12 +19,6 @@ from tasks_lib.ledger import store
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
-
-MLU = (100 + 100 + 100 * (1 - 1 / 16)) / 3
-"""labels and extraction exact (F1 = 1), the code one substitution off 16 characters."""
-OVERALL = (100 + 0 + MLU + 100) / 4
-"""Dimensions MKQA (both shuffles right), MLG (open item left out: recall 0), MLU, MM-A1 (the
-box exact: IoU 1)."""
 
 
 def _cli(*args: str, code: int = 0) -> tuple[str, str]:
@@ -39,24 +33,7 @@ def _cli(*args: str, code: int = 0) -> tuple[str, str]:
 
 
 def _predictions(split_file: Path) -> str:
-    """What a submitter writes after reading the downloaded split only."""
-    rows = []
-    for line in split_file.read_text().splitlines():
-        item = json.loads(line)
-        kind = item["answer_type"]
-        if kind == "single_choice":
-            letter = next(k for k, v in item["options"].items() if v == "Metformin")
-            rows.append({"item_id": item["item_id"], "answer": letter})
-        elif kind == "multi_label":
-            rows.append({"item_id": item["item_id"], "answer": ["pleural effusion left side"]})
-        elif kind == "extraction":
-            rows.append({"item_id": item["item_id"],
-                         "answer": [["Modality", "computed tomography series"]]})
-        elif kind == "string":
-            rows.append({"item_id": item["item_id"], "answer": "I21.9-secretcode"})
-        elif kind == "region":
-            rows.append({"item_id": item["item_id"], "answer": [[11.5, 22.25, 33.75, 44.125]]})
-    return "".join(json.dumps(r) + "\n" for r in rows)
+    return answers_for([json.loads(line) for line in split_file.read_text().splitlines()])
 
 
 def test_download_upload_scored_into_the_ledger_with_its_lock(tmp_path: Path) -> None:
