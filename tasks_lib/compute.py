@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, Self
 
 from distributed import Client, LocalCluster
@@ -19,6 +20,12 @@ from tasks_lib.settings import get_settings
 
 CONNECT_TIMEOUT_S = 30
 """How long to wait for an existing scheduler before failing loudly."""
+
+ONE_THREAD_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
+                                         "MKL_NUM_THREADS", "VECLIB_MAXIMUM_THREADS",
+                                         "NUMEXPR_NUM_THREADS")}
+"""Environment of LocalCluster workers: native thread pools pinned to one thread, so
+``n_workers`` one-thread processes use ``n_workers`` cores and no more."""
 
 
 @contextmanager
@@ -36,9 +43,28 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
         return
     cluster = LocalCluster(  # type: ignore[no-untyped-call]
         n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-        dashboard_address=None)
+        dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
     with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
         yield client
+
+
+def _status_bytes(field: str) -> int:
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not in /proc/self/status")
+
+
+def reset_peak_rss() -> int:
+    """Reset this process's peak RSS (Linux ``VmHWM``) to its current RSS; returns that RSS in
+    bytes. Run on every worker with ``client.run(reset_peak_rss)`` before a measured step."""
+    Path("/proc/self/clear_refs").write_text("5")
+    return _status_bytes("VmRSS")
+
+
+def peak_rss() -> int:
+    """This process's peak RSS in bytes since the last :func:`reset_peak_rss` (or its start)."""
+    return _status_bytes("VmHWM")
 
 
 class SettingsTaskRunner(TaskRunner[Any]):

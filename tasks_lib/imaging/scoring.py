@@ -8,9 +8,10 @@ gets the metric's ``missing`` value (stated on its :class:`~evaluators.metrics.M
 from __future__ import annotations
 
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
+from numpy.typing import NDArray
 
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.detection import Boxes
@@ -20,7 +21,6 @@ from evaluators.segmentation import dice_macro
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.submission import (
     load_image,
-    load_label_map,
     parse_boxes,
     read_text_table,
     safe_read,
@@ -44,7 +44,7 @@ def missing_values(names: list[str]) -> dict[str, float]:
     return {n: METRICS.get(n).missing for n in names}
 
 
-def seg_case(pred: np.ndarray, ref: np.ndarray, labels: list[int], spacing: list[float],
+def seg_case(pred: NDArray[Any], ref: NDArray[Any], labels: list[int], spacing: list[float],
              names: list[str]) -> dict[str, float]:
     """Requested metrics of one segmentation case: Dice macro over labels; surface distances
     (hd95, masd) per label, then the mean over labels."""
@@ -64,13 +64,12 @@ def _ref_bytes(pool: Storage, key: str) -> bytes:
 
 def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
                        names: list[str]) -> dict[str, dict[str, float]]:
-    """Per-case segmentation metrics computed in this process (see :mod:`sharding` for Dask)."""
-    out, limits = {}, kit_limits(m)
-    for case in (c for c in m.cases if c.case_id in valid):
-        pred = load_label_map(safe_read(sub, case.output, limits), case.output, case, limits)
-        ref = codecs.nifti_array(codecs.nifti_load(_ref_bytes(pool, case.reference)))
-        out[case.case_id] = seg_case(pred, ref, m.labels, case.spacing, names)
-    return out
+    """Per-case segmentation metrics computed in this process, one case at a time, by the same
+    per-case function the Dask path ships (:func:`~tasks_lib.imaging.sharding.score_seg_job`)."""
+    from tasks_lib.imaging.sharding import score_seg_job, seg_jobs
+
+    jobs = seg_jobs(sub, pool.root_url, m, valid, names, stage=None)
+    return {job.case.case_id: score_seg_job(job) for job in jobs}
 
 
 def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],

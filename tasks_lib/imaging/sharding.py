@@ -1,8 +1,14 @@
 """Volumes as zarr inside the platform and per-case segmentation metrics on Dask.
 
-References are staged as z-chunked zarr when a segmentation pool is published; a scoring run
-stages the valid predictions beside them and ships pure evaluator calls to the cluster
-(``MEDFLOWS_DASK_ADDRESS``, else a LocalCluster), one case per task.
+References are staged as z-chunked zarr when a segmentation pool is published
+(``private/zarr/<case>.zarr``). Scoring makes one :class:`SegJob` per valid case — addresses
+only, no arrays — and runs :func:`score_seg_job` on each: in this process one after the other
+(serial), or on the cluster (``MEDFLOWS_DASK_ADDRESS``, else a LocalCluster of one-thread worker
+processes), one case per Dask task. The job reads its own prediction file and reference chunks
+from storage, so volumes never travel through the scheduler; for Dask the prediction files are
+first copied byte for byte (no decoding) to ``scratch/predictions/`` of the configured storage,
+which every worker reaches. A worker holds one case at a time: its peak memory is one case's
+working set, whatever the number of cases.
 """
 
 from __future__ import annotations
@@ -11,43 +17,68 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
+import fsspec
 import numpy as np
 import zarr
-from distributed import Client
 from numpy.typing import NDArray
+from pydantic import Field
 
-from tasks_lib.compute import dask_client
+from tasks_lib.domain import Frozen
 from tasks_lib.imaging import codecs
-from tasks_lib.imaging.scoring import seg_case
+from tasks_lib.imaging.scoring import kit_limits, seg_case
 from tasks_lib.imaging.submission import load_label_map, safe_read
-from tasks_lib.imaging.types import PoolManifest
+from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
+from tasks_lib.tracks.limits import SubmissionLimits
 
 Z_CHUNK = 16
 
 
+class SegJob(Frozen):
+    """One segmentation case to score: where its files are and what to compute (no arrays)."""
+
+    case: CaseEntry = Field(description="The manifest's case (output name, grid, spacing).")
+    pred_url: str = Field(description="The submitted label-map file (path or storage URL).")
+    ref_url: str = Field(description="The reference label map as a zarr array URL.")
+    labels: list[int] = Field(description="Label values scored.")
+    names: list[str] = Field(description="Metrics to compute.")
+    limits: SubmissionLimits = Field(description="Inspection limits of the track kit.")
+
+
+def _options(url: str) -> dict[str, Any] | None:
+    return (get_settings().storage_options or None) if "://" in url else None
+
+
 def to_zarr(url: str, arr: NDArray[np.generic], z_chunk: int = Z_CHUNK) -> str:
     """Write ``arr`` as a zarr array chunked along axis 0; returns the URL."""
-    opts = get_settings().storage_options if "://" in url else None
     z = zarr.create_array(store=url, shape=arr.shape, dtype=arr.dtype, overwrite=True,
                           chunks=(min(z_chunk, arr.shape[0]), *arr.shape[1:]),
-                          storage_options=opts or None)
+                          storage_options=_options(url))
     z[...] = arr
     return url
 
 
 def open_zarr(url: str) -> Any:
     """Open a zarr array read-only."""
-    opts = get_settings().storage_options if "://" in url else None
-    return zarr.open_array(store=url, mode="r", storage_options=opts or None)
+    return zarr.open_array(store=url, mode="r", storage_options=_options(url))
 
 
-def seg_case_zarr(pred_url: str, ref_url: str, labels: list[int], spacing: list[float],
-                  names: list[str]) -> dict[str, float]:
-    """Worker function: the requested metrics of one case read from zarr."""
-    return seg_case(np.asarray(open_zarr(pred_url)[...]), np.asarray(open_zarr(ref_url)[...]),
-                    labels, spacing, names)
+def _read_capped(url: str, cap: int) -> bytes:
+    with fsspec.open(url, "rb", **(_options(url) or {})) as fh:
+        data: bytes = fh.read(cap + 1)
+    if len(data) > cap:
+        raise ValueError(f"{url}: larger than {cap} bytes")
+    return data
+
+
+def score_seg_job(job: SegJob) -> dict[str, float]:
+    """The per-case function of both paths: read the prediction file and decode it within the
+    kit's limits, read the reference's zarr chunks, compute the job's metrics."""
+    data = _read_capped(job.pred_url, job.limits.max_file_bytes)
+    pred = load_label_map(data, job.case.output, job.case, job.limits)
+    ref = np.asarray(open_zarr(job.ref_url)[...])
+    return seg_case(pred, ref, job.labels, job.case.spacing, job.names)
 
 
 def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
@@ -60,32 +91,47 @@ def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
     return urls
 
 
-def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: list[str],
-                            names: list[str], client: Client | None = None
-                            ) -> dict[str, dict[str, float]]:
-    """Stage valid predictions as zarr, then score every case on the Dask cluster (``client``,
-    or the configured one: ``MEDFLOWS_DASK_ADDRESS`` or a LocalCluster)."""
-    pool = Storage(pool_url)
-    scratch = Storage.from_settings()
+def seg_jobs(sub: Path, pool_url: str, m: PoolManifest, valid: list[str], names: list[str],
+             stage: Storage | None) -> list[SegJob]:
+    """One job per valid case. Each file is read through the submission-folder checks; with a
+    ``stage`` storage its bytes are copied to ``scratch/predictions/<sha256>`` there (for
+    workers that may not see ``sub``), else the job reads it in place. References not yet
+    staged as zarr are staged first."""
+    pool, limits = Storage(pool_url), kit_limits(m)
     cases = [c for c in m.cases if c.case_id in valid]
+    if any(not pool.exists(f"private/zarr/{c.case_id}.zarr") for c in cases):
+        stage_references(pool_url, m)
     jobs = []
-    from tasks_lib.imaging.scoring import kit_limits
-
-    limits = kit_limits(m)
     for c in cases:
         data = safe_read(sub, c.output, limits)
-        key = f"scratch/zarr/{hashlib.sha256(data).hexdigest()[:20]}.zarr"
-        pred_url = to_zarr(scratch.url(key), np.asarray(load_label_map(data, c.output, c,
-                                                                       limits)))
-        ref_key = f"private/zarr/{c.case_id}.zarr"
-        if not pool.exists(ref_key):
-            stage_references(pool_url, m)
-        jobs.append((pred_url, pool.url(ref_key), list(m.labels), list(c.spacing), names))
+        if stage is None:
+            pred_url = str(sub / c.output)
+        else:
+            pred_url = stage.write_bytes(
+                f"scratch/predictions/{hashlib.sha256(data).hexdigest()[:32]}", data)
+        jobs.append(SegJob(case=c, pred_url=pred_url,
+                           ref_url=pool.url(f"private/zarr/{c.case_id}.zarr"),
+                           labels=list(m.labels), names=names, limits=limits))
+    return jobs
+
+
+def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: list[str],
+                            names: list[str], client: Any = None) -> dict[str, dict[str, float]]:
+    """Score every valid case with :func:`score_seg_job` on the Dask cluster (``client``, or
+    the configured one: ``MEDFLOWS_DASK_ADDRESS`` or a LocalCluster); values equal the serial
+    :func:`~tasks_lib.imaging.scoring.score_segmentation`."""
+    jobs = seg_jobs(sub, pool_url, m, valid, names, stage=Storage.from_settings())
     if not jobs:
         return {}
     if client is None:
+        from tasks_lib.compute import dask_client
+
         with dask_client() as own:
-            return score_segmentation_dask(sub, pool_url, m, valid, names, own)
-    dc: Any = client
-    results = dc.gather([dc.submit(seg_case_zarr, *job, pure=False) for job in jobs])
-    return {c.case_id: r for c, r in zip(cases, results, strict=True)}
+            return run_seg_jobs(jobs, own)
+    return run_seg_jobs(jobs, client)
+
+
+def run_seg_jobs(jobs: list[SegJob], client: Any) -> dict[str, dict[str, float]]:
+    """:func:`score_seg_job` of every job on the cluster, one Dask task per case."""
+    results = client.gather(client.map(score_seg_job, jobs, pure=False))
+    return {job.case.case_id: r for job, r in zip(jobs, results, strict=True)}
