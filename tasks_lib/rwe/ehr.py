@@ -64,7 +64,8 @@ def _patients(rng: np.random.Generator, n: int) -> pd.DataFrame:
         "anchor_year": rng.integers(2110, 2206, n), "group": group,
         "real_anchor": 2008 + 3 * group + rng.integers(0, 3, n),
         "delta": rng.integers(0, 3, n),
-        "age": np.clip(np.round(rng.normal(58, 18, n)), 18, 91)})
+        "age": np.clip(np.round(rng.normal(58, 18, n)), 18, 91)}).pipe(
+            lambda p: p.assign(delta=np.minimum(p["delta"], p["age"] - 18).astype(np.int64)))
 
 
 def _index_stays(rng: np.random.Generator,

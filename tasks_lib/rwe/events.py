@@ -142,13 +142,23 @@ def icustays(stays: pd.DataFrame, careunit: dict[str, str]) -> pd.DataFrame:
                         ).sort_values("stay_id", ignore_index=True)
 
 
-def _bg_value(rng: Rng, item: str, sofa: NDArray[Any]) -> NDArray[Any]:
-    lab = vocab.LABS[item]
-    mid, half = (lab.low + lab.high) / 2, (lab.high - lab.low) / 2
-    worse = 1 + 0.06 * np.asarray(sofa)
-    sign = -1.0 if item == "platelets" else 1.0
-    val = mid * worse ** sign + rng.normal(0, half * 0.6, len(sofa))
-    return np.asarray(np.round(np.clip(val, lab.low * 0.3, None), 2))
+def _panel(rng: Rng, n: int, sofa: NDArray[Any], items: list[str]) -> pd.DataFrame:
+    """The background lab panel of ``n`` stays: each item twice in the first-day window and
+    once on day 3; values around the reference range, worse with SOFA."""
+    slots = [(-5.0, 8.0), (8.0, 23.0), (48.0, 72.0)]
+    rows = np.tile(np.arange(n), len(items) * len(slots))
+    item = np.repeat(items, len(slots) * n)
+    slot = np.tile(np.repeat(np.arange(len(slots)), n), len(items))
+    lo, hi = np.array([s[0] for s in slots])[slot], np.array([s[1] for s in slots])[slot]
+    lab = [vocab.LABS[i] for i in items]
+    per = np.repeat(np.arange(len(items)), len(slots) * n)
+    low = np.array([x.low for x in lab])[per]
+    high = np.array([x.high for x in lab])[per]
+    sign = np.where(item == "platelets", -1.0, 1.0)
+    worse = (1 + 0.06 * sofa[rows]) ** sign
+    val = (low + high) / 2 * worse + rng.normal(0, 1, len(rows)) * (high - low) / 2 * 0.6
+    return pd.DataFrame({"row": rows, "item": item, "offset_h": rng.uniform(lo, hi),
+                         "valuenum": np.round(np.clip(val, low * 0.3, None), 2)})
 
 
 def stay_events(rng: Rng, stays: pd.DataFrame, overlays: list[Overlay]) -> Events:
@@ -163,15 +173,9 @@ def stay_events(rng: Rng, stays: pd.DataFrame, overlays: list[Overlay]) -> Event
             drugs.append(_at(ids, ov.drugs, "offset_h", "starttime"))
         if len(ov.dx):
             dx.append(_at(ids, ov.dx, None, None))
-        for item in vocab.BACKGROUND_LABS:
-            if item in ov.replaced_labs:
-                continue
-            for lo, hi in ((-5.0, 8.0), (8.0, 23.0), (48.0, 72.0)):
-                rows = np.arange(len(ids))
-                frame = pd.DataFrame({"row": rows, "item": item,
-                                      "offset_h": rng.uniform(lo, hi, len(ids)),
-                                      "valuenum": _bg_value(rng, item, ids["sofa"].to_numpy())})
-                labs.append(_at(ids, frame, "offset_h", "charttime"))
+        items = [i for i in vocab.BACKGROUND_LABS if i not in ov.replaced_labs]
+        labs.append(_at(ids, _panel(rng, len(ids), ids["sofa"].to_numpy(), items),
+                        "offset_h", "charttime"))
     return Events(pd.concat(labs, ignore_index=True), pd.concat(drugs, ignore_index=True),
                   pd.concat(dx, ignore_index=True))
 

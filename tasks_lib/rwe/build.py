@@ -1,0 +1,171 @@
+"""Construct steps of the RWE track: generate + load the EHR, reference answers, trap panel,
+publish the study pool (``../shared/specs/rwe.md`` §9.3).
+
+Reference answers are the reference analysis's values rounded as a publication prints them
+(:func:`tasks_lib.rwe.types.publish_value`); each MCQ's right option follows from the printed CI
+of its basis ratio field. The trap panel re-runs the study with each protocol violation and
+requires at least one scored field (a ratio's CI side, a p-value's significance) to differ from
+the gold; otherwise the build fails naming the study.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import time
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from evaluators.core import InputDataError
+from tasks_lib.rwe import ehr, load
+from tasks_lib.rwe.analyses import ANALYSES, AnalysisResult, StudyDB
+from tasks_lib.rwe.types import (
+    POOL_FILES,
+    FieldAnswer,
+    FieldType,
+    RWEPoolManifest,
+    SchemaNames,
+    Study,
+    StudyAnswers,
+    TrapOutcome,
+    cohort_key,
+    publish_value,
+    side,
+)
+from tasks_lib.storage import Storage
+
+ALPHA = 0.05
+
+
+class TrapPanelError(InputDataError):
+    """A study's trap analysis flips no scored field: the study does not discriminate."""
+
+
+class GoldError(InputDataError):
+    """A reference analysis did not produce every field of its study's question tree."""
+
+
+class LoadedEHR(NamedTuple):
+    """A generated and loaded EHR."""
+
+    content_hash: str
+    table_hashes: dict[str, str]
+    rows: dict[str, int]
+    generate_s: float
+    load_s: float
+
+
+def generate_and_load(seed: int, n_patients: int, url: str,
+                      schemas: SchemaNames = SchemaNames()) -> LoadedEHR:
+    """Generate the EHR for ``seed`` and COPY it into the database at ``url``."""
+    t0 = time.perf_counter()
+    data = ehr.generate(seed, n_patients)
+    csvs = ehr.table_csvs(data)
+    hashes = ehr.table_hashes(csvs)
+    t1 = time.perf_counter()
+    rows = load.load_csvs(url, csvs, schemas)
+    return LoadedEHR(ehr.content_hash(hashes), hashes, rows, t1 - t0, time.perf_counter() - t1)
+
+
+def _published(study: Study, values: dict[str, float]) -> dict[str, FieldAnswer]:
+    missing = [f for f in study.field_ids if f not in values]
+    if missing:
+        raise GoldError(f"study {study.study_id}", f"analysis {study.analysis!r} did not "
+                        f"produce fields {missing}")
+    out = {}
+    for f in study.fields:
+        value, printed = publish_value(f.type, values[f.id])
+        out[f.id] = FieldAnswer(id=f.id, type=f.type, value=value, printed=printed,
+                                exact=values[f.id])
+    return out
+
+
+def reference_answers(study: Study, result: AnalysisResult) -> StudyAnswers:
+    """The private answers of ``study`` from its reference analysis result."""
+    fields = _published(study, result.values)
+    mcq = {}
+    for s in study.sentences:
+        if s.mcq is None or s.key is None:
+            continue
+        lo, hi = fields[f"{s.key.basis}_lo"].value, fields[f"{s.key.basis}_hi"].value
+        mcq[s.mcq.id] = {1: s.key.higher, -1: s.key.lower, 0: s.key.null}[side(lo, hi)]
+    return StudyAnswers(study_id=study.study_id, mcq=mcq, fields=fields,
+                        cohort_size=len(result.cohort))
+
+
+def scored_outcomes(study: Study, values: dict[str, float]) -> dict[str, int | bool]:
+    """Per scored field: the CI side of each ratio, the significance of each p-value (as
+    published)."""
+    fields = _published(study, values)
+    out: dict[str, int | bool] = {}
+    for f in study.fields:
+        if f.type is FieldType.RATIO:
+            out[f.id] = side(fields[f"{f.id}_lo"].value, fields[f"{f.id}_hi"].value)
+        elif f.type is FieldType.P_VALUE:
+            out[f.id] = fields[f.id].value < ALPHA
+    return out
+
+
+def trap_panel(study: Study, gold: AnalysisResult, db: StudyDB) -> list[TrapOutcome]:
+    """Run every trap of ``study``; raise :class:`TrapPanelError` if one flips nothing."""
+    want = scored_outcomes(study, gold.values)
+    outcomes = []
+    for name, fn in ANALYSES.get(study.analysis).traps.items():
+        values = fn(db).values
+        got = scored_outcomes(study, values)
+        flipped = [k for k in want if got[k] != want[k]]
+        outcomes.append(TrapOutcome(study_id=study.study_id, trap=name, flipped=flipped,
+                                    values={k: float(v) for k, v in values.items()}))
+        if not flipped:
+            raise TrapPanelError(f"study {study.study_id}", f"trap {name!r} flips no scored "
+                                 f"field (gold {want}); the study does not discriminate")
+    return outcomes
+
+
+class StudyBuild(NamedTuple):
+    """Everything construct produced for one study."""
+
+    study: Study
+    answers: StudyAnswers
+    cohort_csv: bytes
+    traps: list[TrapOutcome]
+
+
+def build_study(study: Study, db: StudyDB) -> StudyBuild:
+    """Reference analysis → answers → trap panel for one study."""
+    gold = ANALYSES.get(study.analysis).reference(db)
+    answers = reference_answers(study, gold)
+    traps = trap_panel(study, gold, db)
+    buf = io.StringIO()
+    gold.cohort.to_csv(buf, index=False, lineterminator="\n")
+    return StudyBuild(study, answers, buf.getvalue().encode(), traps)
+
+
+def pool_hash(ehr_hash: str, builds: list[StudyBuild]) -> str:
+    """sha256 over the EHR hash, each public study and its private answers (in order)."""
+    h = hashlib.sha256(ehr_hash.encode())
+    for b in builds:
+        for part in (b.study.public().model_dump(mode="json"), b.answers.model_dump(mode="json")):
+            h.update(json.dumps(part, sort_keys=True).encode())
+    return h.hexdigest()
+
+
+def write_pool(root: Storage, pool_id: str, version: int, seed: int, n_patients: int,
+               loaded: LoadedEHR, database: str, schemas: SchemaNames,
+               builds: list[StudyBuild]) -> RWEPoolManifest:
+    """Write public studies, private answers and cohorts, the trap audit and the manifest."""
+    public = [b.study.public() for b in builds]
+    root.write_jsonl(POOL_FILES["studies"], public)
+    root.write_jsonl(POOL_FILES["answers"], [b.answers for b in builds])
+    root.write_jsonl(POOL_FILES["traps"], [t for b in builds for t in b.traps])
+    for b in builds:
+        root.write_bytes(cohort_key(b.study.study_id), b.cohort_csv)
+    manifest = RWEPoolManifest(
+        pool_id=pool_id, version=version, ehr_hash=loaded.content_hash,
+        content_hash=pool_hash(loaded.content_hash, builds),
+        table_hashes=loaded.table_hashes, seed=seed, n_patients=n_patients, database=database,
+        schemas=schemas, studies=[b.study.study_id for b in builds],
+        created_at=datetime.now(UTC).isoformat(), files=POOL_FILES)
+    root.write_json("manifest.json", manifest.model_dump(mode="json"))
+    return manifest

@@ -1,0 +1,105 @@
+"""Prefect steps of the RWE construct flow (``flows/rwe.py``)."""
+
+from __future__ import annotations
+
+import time
+
+from prefect import get_run_logger, task
+from sqlalchemy.engine import make_url
+
+from evaluators.core import Frozen, InputDataError
+from tasks_lib.audit import GateRecord, require_clean
+from tasks_lib.ledger import store
+from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.rwe import build
+from tasks_lib.rwe.analyses import StudyDB
+from tasks_lib.rwe.pool_audit import audit_rwe_pool
+from tasks_lib.rwe.studies import load_studies
+from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
+from tasks_lib.settings import get_settings
+from tasks_lib.storage import Storage
+
+
+class PublishedRWEPool(Frozen):
+    """A written RWE pool version and what building it cost."""
+
+    url: str
+    manifest: RWEPoolManifest
+    generate_s: float
+    load_s: float
+    analyse_s: float
+
+
+def resolve_database(database_url: str | None) -> str:
+    """The study database URL: the argument, else ``MEDFLOWS_RWE_DATABASE_URL``."""
+    url = database_url or get_settings().rwe_database_url
+    if not url:
+        raise InputDataError("--database-url", "no study database: pass --database-url or set "
+                                               "MEDFLOWS_RWE_DATABASE_URL")
+    if make_url(url).get_backend_name() != "postgresql":
+        raise InputDataError("--database-url", "the study database must be PostgreSQL")
+    return url
+
+
+@task(name="rwe-load-cards")
+def load_cards(study_ids: list[str] | None) -> list[Study]:
+    """Load and check the study cards."""
+    return load_studies(study_ids)
+
+
+@task(name="rwe-generate-load", task_run_name="rwe-generate-load-seed{seed}-n{n_patients}")
+def generate_load(seed: int, n_patients: int, url: str) -> build.LoadedEHR:
+    """Generate the synthetic EHR and COPY it into the study database."""
+    loaded = build.generate_and_load(seed, n_patients, url)
+    get_run_logger().info("EHR %s: generated in %.1f s, loaded in %.1f s (%d lab rows)",
+                          loaded.content_hash[:12], loaded.generate_s, loaded.load_s,
+                          loaded.rows.get("mimiciv_hosp.labevents", 0))
+    return loaded
+
+
+@task(name="rwe-analyse", task_run_name="rwe-analyse-{study.study_id}")
+def analyse_study(study: Study, url: str) -> build.StudyBuild:
+    """Reference analysis, answers and trap panel of one study."""
+    return build.build_study(study, StudyDB(url))
+
+
+@task(name="rwe-publish")
+def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
+            loaded: build.LoadedEHR, url: str, builds: list[build.StudyBuild],
+            timings: tuple[float, float, float]) -> PublishedRWEPool:
+    """Write the pool version (version from the ledger: same content ⇒ same version)."""
+    digest = build.pool_hash(loaded.content_hash, builds)
+    existing = store.find_pool_by_hash(pool_id, digest)
+    version = existing.version if existing else store.next_pool_version(pool_id)
+    root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
+    database = make_url(url).database or ""
+    manifest = build.write_pool(root, pool_id, version, seed, n_patients, loaded, database,
+                                SchemaNames(), builds)
+    return PublishedRWEPool(url=root.root_url, manifest=manifest, generate_s=timings[0],
+                            load_s=timings[1], analyse_s=timings[2])
+
+
+@task(name="rwe-audit-pool", task_run_name="rwe-audit-{pool_url}")
+def audit(pool_url: str, database_url: str, override: str | None) -> GateRecord:
+    """The publish gate: the RWE exploit audit must be clean (or overridden with a reason)."""
+    report = audit_rwe_pool(pool_url, database_url)
+    for f in report.findings:
+        if not f.passed:
+            get_run_logger().warning("audit %s: %s (%s)", f.check, f.rule,
+                                     "; ".join(f.evidence[:3]))
+    return require_clean(report, override)
+
+
+@task(name="rwe-record-pool")
+def record(published: PublishedRWEPool) -> None:
+    """Ledger the pool version (after its audit passed)."""
+    m = published.manifest
+    store.record_pool(PoolRow(pool_id=m.pool_id, version=m.version, track="rwe",
+                              content_hash=m.content_hash,
+                              manifest_url=Storage(published.url).url("manifest.json"),
+                              n_items=len(m.studies)))
+
+
+def now() -> float:
+    """Monotonic seconds (timings of the flow's phases)."""
+    return time.perf_counter()
