@@ -1,0 +1,213 @@
+"""Our surface metrics (HD95, ASSD, NSD) vs MONAI, SimpleITK and DeepMind's surface-distance.
+
+Cases: the 1 mm MNI152 grey- and white-matter maps that nilearn ships (197×233×189). Case ``k``
+warps both maps with a seeded smooth random displacement (reference) and warps them again with a
+smaller second field and a jittered threshold (prediction); the pairs are GM and WM masks of each
+case. Each reference runs in its own convention and is compared where conventions agree:
+
+* voxel convention (our registered metrics) = MONAI ``compute_hausdorff_distance``
+  (percentile 95), ``compute_average_surface_distance(symmetric=True)`` (our ``assd``),
+  ``compute_surface_dice`` (our ``nsd_1mm``); SimpleITK ``HausdorffDistanceImageFilter`` gives
+  the Hausdorff distance (our ``hd``) — its "average Hausdorff distance" is over all mask voxels,
+  not surfaces, so it is timed but not compared.
+* surfel convention (``surface_distances(..., convention="surfel")`` + helpers) =
+  ``surface_distance.compute_surface_distances`` + ``compute_robust_hausdorff`` /
+  ``compute_average_surface_distance`` / ``compute_surface_dice_at_tolerance``.
+
+Times are wall-clock sums over the pairs, one call per pair and metric after a warm-up call (our
+metrics each recompute their distances, as the score card does). ``hd95_vs_fastest`` is the
+fastest reference's Hausdorff time (MONAI HD95, SimpleITK HD, surface-distance robust HD95) over
+ours; ``max_abs_diff_mm`` is the largest difference over every compared distance.
+Run: ``.venv/bin/python benchmarks/imaging_surface.py [--cases 5]``. Last line ``RESULT …``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+from scipy import ndimage
+
+from evaluators import surface as S
+
+Pair = tuple[np.ndarray, np.ndarray, tuple[float, ...], str]
+
+
+def _field(rng: np.random.Generator, shape: tuple[int, ...], amp_mm: float) -> np.ndarray:
+    """Smooth displacement (voxels, 1 mm grid): noise on a 16 mm control grid, cubic-upsampled."""
+    ctrl = [s // 16 + 3 for s in shape]
+    out = np.empty((len(shape), *shape), dtype=np.float32)
+    for ax in range(len(shape)):
+        coarse = rng.normal(0.0, amp_mm, size=ctrl)
+        out[ax] = ndimage.zoom(coarse, [(s + 0.5) / c for s, c in zip(shape, ctrl, strict=True)],
+                               order=3, grid_mode=True, mode="grid-constant")[
+            tuple(slice(0, s) for s in shape)]
+    return out
+
+
+def _warp(maps: list[np.ndarray], disp: np.ndarray) -> list[np.ndarray]:
+    coords = np.indices(maps[0].shape, dtype=np.float32) + disp
+    return [ndimage.map_coordinates(m, coords, order=1, mode="nearest") for m in maps]
+
+
+def mni_pairs(n_cases: int) -> Iterator[Pair]:
+    """GM and WM (reference, prediction) masks of ``n_cases`` seeded warps of the 1 mm maps."""
+    from nilearn import datasets
+
+    maps = [np.asarray(img.get_fdata(), dtype=np.float32)
+            for img in (datasets.load_mni152_gm_template(resolution=1),
+                        datasets.load_mni152_wm_template(resolution=1))]
+    for k in range(n_cases):
+        rng = np.random.default_rng(1000 + k)
+        ref_disp = _field(rng, maps[0].shape, 3.0)
+        refs = _warp(maps, ref_disp)
+        preds = _warp(maps, ref_disp + _field(rng, maps[0].shape, 1.5))
+        cut = 0.5 + rng.uniform(-0.08, 0.08)
+        for name, r, p in zip(("GM", "WM"), refs, preds, strict=True):
+            yield p > cut, r > 0.5, (1.0, 1.0, 1.0), f"case{k}-{name}"
+
+
+def _timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    t0 = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - t0
+
+
+def _references(p: np.ndarray, r: np.ndarray, sp: tuple[float, ...]
+                ) -> dict[str, tuple[Any, float]]:
+    """Every reference call on one pair: name → (value, seconds)."""
+    import SimpleITK as sitk
+    import surface_distance as sdl
+    import torch
+    from monai.metrics import (
+        compute_average_surface_distance,
+        compute_hausdorff_distance,
+        compute_surface_dice,
+    )
+
+    tp, tr = torch.from_numpy(np.ascontiguousarray(p)[None, None]), torch.from_numpy(
+        np.ascontiguousarray(r)[None, None])
+
+    def sitk_hd() -> tuple[float, float]:
+        images = []
+        for m in (p, r):
+            img = sitk.GetImageFromArray(m.astype(np.uint8))
+            img.SetSpacing(sp[::-1])
+            images.append(img)
+        f = sitk.HausdorffDistanceImageFilter()
+        f.Execute(*images)
+        return f.GetHausdorffDistance(), f.GetAverageHausdorffDistance()
+
+    out = {
+        "monai_hd95": _timed(lambda: float(compute_hausdorff_distance(
+            tp, tr, percentile=95, spacing=list(sp)).item())),
+        "monai_assd": _timed(lambda: float(compute_average_surface_distance(
+            tp, tr, symmetric=True, spacing=list(sp)).item())),
+        "monai_nsd": _timed(lambda: float(compute_surface_dice(
+            tp, tr, class_thresholds=[1.0], spacing=list(sp), include_background=True).item())),
+        "sitk_hd": _timed(sitk_hd),
+    }
+    dists, t_sd = _timed(lambda: sdl.compute_surface_distances(r, p, sp))
+    for key, fn in (("sd_hd95", lambda: sdl.compute_robust_hausdorff(dists, 95)),
+                    ("sd_asd", lambda: sdl.compute_average_surface_distance(dists)),
+                    ("sd_nsd", lambda: sdl.compute_surface_dice_at_tolerance(dists, 1.0))):
+        value, t = _timed(fn)
+        out[key] = (value, t_sd + t)
+    return out
+
+
+def _ours(p: np.ndarray, r: np.ndarray, sp: tuple[float, ...]) -> dict[str, tuple[Any, float]]:
+    out = {"hd95": _timed(lambda: S.hd95(p, r, sp)), "assd": _timed(lambda: S.assd(p, r, sp)),
+           "nsd": _timed(lambda: S.nsd_1mm(p, r, sp)), "hd": _timed(lambda: S.hd(p, r, sp))}
+    dists, t_sd = _timed(lambda: S.surface_distances(p, r, sp, convention="surfel"))
+    for key, fn in (("surfel_hd95", lambda: S.robust_hausdorff(dists, 95)),
+                    ("surfel_asd", lambda: tuple(S.average_surface_distance(dists))),
+                    ("surfel_nsd", lambda: S.surface_dice_at_tolerance(dists, 1.0))):
+        value, t = _timed(fn)
+        out[key] = (value, t_sd + t)
+    return out
+
+
+COMPARED = [  # (ours, reference, unit): values that must agree
+    ("hd95", "monai_hd95", "mm"), ("assd", "monai_assd", "mm"), ("nsd", "monai_nsd", "1"),
+    ("hd", "sitk_hd", "mm"), ("surfel_hd95", "sd_hd95", "mm"), ("surfel_asd", "sd_asd", "mm"),
+    ("surfel_nsd", "sd_nsd", "1")]
+
+
+def _diff(ours: Any, theirs: Any) -> float:
+    if isinstance(theirs, tuple) and not isinstance(ours, tuple):
+        theirs = theirs[0]  # SimpleITK: (HD, average over mask voxels)
+    a, b = np.atleast_1d(np.asarray(ours, dtype=float)), np.atleast_1d(np.asarray(theirs, float))
+    return float(np.max(np.abs(a - b)))
+
+
+def run(pairs: Iterator[Pair]) -> tuple[dict[str, float], dict[str, float], int]:
+    """Time and compare every pair; returns (seconds per call name, max |diff| per name, pairs)."""
+    times: dict[str, float] = {}
+    diffs: dict[str, float] = {}
+    n = 0
+    for p, r, sp, label in pairs:
+        ours, refs = _ours(p, r, sp), _references(p, r, sp)
+        for name, (_, t) in {**ours, **refs}.items():
+            times[name] = times.get(name, 0.0) + t
+        for mine, theirs, _ in COMPARED:
+            diffs[mine] = max(diffs.get(mine, 0.0), _diff(ours[mine][0], refs[theirs][0]))
+        n += 1
+        print(f"{label}: hd95 {ours['hd95'][0]:.4f} mm (MONAI {refs['monai_hd95'][0]:.4f}), "
+              f"HD {ours['hd'][0]:.3f} (SimpleITK {refs['sitk_hd'][0][0]:.3f}), "
+              f"ours {ours['hd95'][1]:.3f}s vs MONAI {refs['monai_hd95'][1]:.3f}s", flush=True)
+    return times, diffs, n
+
+
+def _warm_up() -> None:
+    p = np.zeros((12, 12, 12), dtype=bool)
+    p[3:8, 3:8, 3:8] = True
+    _ours(p, np.roll(p, 1, 0), (1.0, 1.0, 1.0))
+    _references(p, np.roll(p, 1, 0), (1.0, 1.0, 1.0))
+
+
+def report(times: dict[str, float], diffs: dict[str, float], n: int) -> str:
+    """Print the table; return the RESULT line."""
+    groups = {"hd95": ("monai_hd95", "sitk_hd", "sd_hd95"), "assd": ("monai_assd", "sd_asd"),
+              "nsd": ("monai_nsd", "sd_nsd")}
+    print(f"\n{'metric':8} {'ours s':>8}  reference times (s) → ratio fastest/ours")
+    ratios = {}
+    for ours, refs in groups.items():
+        fastest = min(refs, key=lambda k: times[k])
+        ratios[ours] = times[fastest] / times[ours]
+        cells = "  ".join(f"{k}={times[k]:.2f}" for k in refs)
+        print(f"{ours:8} {times[ours]:8.2f}  {cells}  → {ratios[ours]:.1f}× ({fastest})")
+    surfel = times["sd_hd95"] / times["surfel_hd95"]
+    print(f"surfel   {times['surfel_hd95']:8.2f}  surface-distance={times['sd_hd95']:.2f} → "
+          f"{surfel:.1f}×")
+    print("\nmax |ours − reference|: " + ", ".join(
+        f"{m} vs {r}: {diffs[m]:.1e} {u}" for m, r, u in COMPARED))
+    mm = max(diffs[m] for m, _, u in COMPARED if u == "mm")
+    nsd = max(diffs[m] for m, _, u in COMPARED if u == "1")
+    return (f"RESULT hd95_vs_fastest={ratios['hd95']:.2f} max_abs_diff_mm={mm:.1e} "
+            f"assd_vs_fastest={ratios['assd']:.2f} nsd_vs_fastest={ratios['nsd']:.2f} "
+            f"surfel_vs_surface_distance={surfel:.2f} max_abs_diff_nsd={nsd:.1e} pairs={n}")
+
+
+def compare(pairs: Iterator[Pair]) -> None:
+    """Warm up, time and compare every pair, print the table and end with the RESULT line."""
+    warnings.filterwarnings("ignore", category=FutureWarning)
+    _warm_up()
+    times, diffs, n = run(pairs)
+    line = report(times, diffs, n)
+    assert max(diffs.values()) < 1e-6, "a metric disagrees with its reference"
+    print(line)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--cases", type=int, default=5, help="seeded 1 mm cases (2 pairs each)")
+    compare(mni_pairs(parser.parse_args().cases))
+
+
+if __name__ == "__main__":
+    main()
