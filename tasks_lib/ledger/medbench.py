@@ -10,7 +10,7 @@ submitter therefore never both pass a limit and never get the same version.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 from sqlalchemy.exc import IntegrityError
@@ -160,8 +160,8 @@ def _next_version(s: Session, row: SubmissionRow) -> int:
 
 
 def admit(submitter: str, charges: Sequence[Charge], now: float,
-          submission: SubmissionRow | None = None, url: str | None = None
-          ) -> Admission:
+          submission: SubmissionRow | None = None, url: str | None = None,
+          run_id_of: Callable[[int], str] | None = None) -> Admission:
     """Check ``charges`` against the submitter's rolling limits and use them, in one transaction.
 
     Args:
@@ -170,6 +170,7 @@ def admit(submitter: str, charges: Sequence[Charge], now: float,
         now: Current unix time.
         submission: A submission to insert when admitted; its ``version`` is replaced by the
             next version of its lock (:data:`LOCK_FIELDS`).
+        run_id_of: Names the submission's run from its version (default: keep ``run_id``).
 
     Returns:
         The refusal (logged as refused events, which use nothing), or the inserted submission.
@@ -182,8 +183,10 @@ def admit(submitter: str, charges: Sequence[Charge], now: float,
         s.add_all(used)
         if refusal is not None or submission is None:
             return Admission(refusal, None)
-        row = SubmissionRow(**{**submission.model_dump(exclude={"id"}),
-                               "version": _next_version(s, submission)})
+        version = _next_version(s, submission)
+        run_id = run_id_of(version) if run_id_of else submission.run_id
+        row = SubmissionRow(**{**submission.model_dump(exclude={"id"}), "version": version,
+                               "run_id": run_id})
         s.add(row)
         s.flush()
         s.refresh(row)

@@ -31,7 +31,7 @@ ITEMS: list[tuple[dict[str, Any], dict[str, Any]]] = [
      {"item_id": "o1", "task_id": "open", "answer_type": "open_ended",
       "text": "Take atorvastatin once nightly and report unexplained muscle pain promptly",
       "key_points": ["report unexplained muscle pain", "check liver enzymes at baseline"],
-      "rubric_id": "A.1.2"}),
+      "rubric_id": "medication"}),
     ({"item_id": "m1", "task_id": "findings", "dimension": "MLU", "specialty": "radiology",
       "answer_type": "multi_label", "prompt": "Findings named in: 'Small left effusion.'",
       "answer_schema": "list of finding labels"},

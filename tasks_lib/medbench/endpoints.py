@@ -1,0 +1,82 @@
+"""API mode with registered endpoints: a submitter's model endpoint (``POST /v1/endpoints``)
+becomes an agent the API-mode execute calls, and each evaluation of it is a version-locked,
+append-only submission like an upload.
+
+:func:`lock_api_submission` admits one evaluation before any call is made (uploads-per-day
+limit; the submitter's items-per-minute limit becomes the endpoint's requests-per-minute cap)
+and fixes its run id: version ``n`` of a lock is replicate ``n − 1`` of the endpoint's agent, so
+every version is a fresh run with its own item order and its own call-cache salt. The caller then
+runs :func:`tasks_lib.medbench.api.run_api` with that replicate, records the run and scores it
+with the one score flow.
+"""
+
+from __future__ import annotations
+
+import time
+
+from evaluators.core import InputDataError, Track
+from tasks_lib.agents import AgentSpec, Harness
+from tasks_lib.ledger import medbench as ledger
+from tasks_lib.ledger.tables import EndpointRow, SubmissionRow
+from tasks_lib.medbench import accounts
+from tasks_lib.medbench.accounts import RateLimited
+from tasks_lib.medbench.items import read_manifest
+from tasks_lib.qa.runner import run_id_for
+from tasks_lib.rotation import resolve_pool
+from tasks_lib.tracks.base import kit_for
+
+
+def endpoint(endpoint_id: int) -> EndpointRow:
+    """A registered endpoint (an unknown id is the user's mistake)."""
+    rows = ledger.endpoints(id=endpoint_id)
+    if not rows:
+        raise InputDataError("endpoint", f"no registered endpoint {endpoint_id}")
+    return rows[0]
+
+
+def endpoint_agent(row: EndpointRow) -> AgentSpec:
+    """The API-mode agent of a registered endpoint (same harness and method as ad hoc models)."""
+    who = ledger.get_submitter(row.submitter)
+    assert who is not None and row.id is not None
+    params: dict[str, str | int | float | bool] = {
+        "submitter": row.submitter, "model_version": row.model_version,
+        "endpoint_id": row.id, "rpm": who.items_per_minute}
+    if row.api_base:
+        params["api_base"] = row.api_base
+    return AgentSpec(agent_id=f"{row.submitter}/{row.model_name}@{row.model_version}",
+                     harness=Harness.QA_METHOD, model=row.model, method="medbench_api",
+                     params=params)
+
+
+def lock_api_submission(endpoint_id: int, pool: str, now: float | None = None
+                        ) -> SubmissionRow:
+    """Admit one API-mode evaluation of a registered endpoint on ``pool`` (a root URL or
+    ``active:<subset_id>``) and append its version-locked submission row.
+
+    Returns:
+        The submission; its ``version − 1`` is the replicate to run and its ``run_id`` the id
+        that run will have.
+
+    Raises:
+        RateLimited: Over the submitter's uploads-per-day limit (the refusal is logged).
+    """
+    row = endpoint(endpoint_id)
+    agent = endpoint_agent(row)
+    url = resolve_pool(pool)
+    manifest = read_manifest(url)
+    who = ledger.get_submitter(row.submitter)
+    assert who is not None
+    uploads, _ = accounts.limits(accounts.public(who))
+    submission = SubmissionRow(
+        submitter=row.submitter, model_name=row.model_name, model_version=row.model_version,
+        pool_id=manifest.pool_id, pool_version=manifest.version,
+        pool_hash=manifest.content_hash,
+        evaluator_version=kit_for(Track.MEDBENCH).evaluator_version, version=0, mode="api",
+        split_id=None, run_id="", n_predictions=manifest.n_items)
+    outcome = ledger.admit(
+        row.submitter, [ledger.Charge(uploads, 1)], time.time() if now is None else now,
+        submission, run_id_of=lambda v: run_id_for(agent, manifest.content_hash, v - 1))
+    if outcome.refusal is not None:
+        raise RateLimited(outcome.refusal)
+    assert outcome.submission is not None
+    return outcome.submission
