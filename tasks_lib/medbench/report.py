@@ -45,6 +45,7 @@ class AgentRow(Frozen):
     evaluator_version: str = Field(description="Evaluator version of the score rows.")
     runs: list[str] = Field(description="Run ids (one per replicate).")
     overall: Stat = Field(description="Overall = mean of dimensions.")
+    tracks: dict[str, Stat] = Field(description="Overall per paper track (llm, multimodal).")
     dimensions: dict[str, Stat] = Field(description="Dimension → score.")
     tasks: dict[str, Stat] = Field(description="Task → score.")
     judge_errors: int = Field(description="Open-ended items without a judge value, all runs.")
@@ -66,6 +67,7 @@ class MedBenchReport(Frozen):
 def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
     per_dim: dict[str, list[float]] = defaultdict(list)
     per_task: dict[str, list[float]] = defaultdict(list)
+    per_track: dict[str, list[float]] = defaultdict(list)
     overall, errors = [], 0
     for s in rows:
         metrics = json.loads(s.score.metrics_json)
@@ -73,6 +75,9 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
         if metrics.get("overall") is not None:
             overall.append(float(metrics["overall"]))
         errors += int(metrics.get("judge_errors") or 0)
+        for name, value in metrics.items():
+            if name.startswith("overall/") and value is not None:
+                per_track[name.removeprefix("overall/")].append(float(value))
         for name, g in groups.items():
             target = per_dim if name.startswith("dimension/") else per_task
             if g.get("score") is not None:
@@ -81,6 +86,7 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
     return AgentRow(rank=None, agent_id=agent_id, model=rows[0].run.model,
                     evaluator_version=rows[0].score.evaluator_version,
                     runs=[s.run.run_id for s in rows], overall=_stat(overall),
+                    tracks={t: _stat(v) for t, v in sorted(per_track.items())},
                     dimensions={d: _stat(v) for d, v in sorted(per_dim.items())},
                     tasks={t: _stat(v) for t, v in sorted(per_task.items())},
                     judge_errors=errors, ranked=not partial,
@@ -118,13 +124,17 @@ def _fmt(s: Stat) -> str:
 def to_markdown(report: MedBenchReport) -> str:
     """Overall, dimensions, tasks and κ as markdown tables."""
     dims = sorted({d for a in report.agents for d in a.dimensions})
+    tracks = sorted({t for a in report.agents for t in a.tracks})
+    cols = [*(f"overall/{t}" for t in tracks), *dims]
     lines = [f"# MedBench report: {report.pool_id} v{report.pool_version}", "",
-             "| rank | agent | overall | " + " | ".join(dims) + " | runs |",
-             "|---|---|---|" + "---|" * len(dims) + "---|"]
+             "| rank | agent | overall | " + " | ".join(cols) + " | runs |",
+             "|---|---|---|" + "---|" * len(cols) + "---|"]
     for a in report.agents:
+        cells = [_fmt(a.tracks[t]) if t in a.tracks else "–" for t in tracks]
+        cells += [_fmt(a.dimensions[d]) if d in a.dimensions else "–" for d in dims]
+        runs = f"{len(a.runs)}" + ("" if a.ranked else " (not ranked)")
         lines.append(f"| {a.rank or '–'} | {a.agent_id} | {_fmt(a.overall)} | "
-                     + " | ".join(_fmt(a.dimensions[d]) if d in a.dimensions else "–"
-                                  for d in dims) + f" | {len(a.runs)} |")
+                     + " | ".join(cells) + f" | {runs} |")
     tasks = sorted({t for a in report.agents for t in a.tasks})
     lines += ["", "## Tasks (mean ± SD over replicates)", "",
               "| task | " + " | ".join(a.agent_id for a in report.agents) + " |",

@@ -4,6 +4,8 @@ judges for open-ended answers, task → dimension → overall (0–100).
 Card layout the kit produces (``ScoreCard``):
 
 * ``task_score`` = ``metrics["overall"]`` = mean of the dimension scores (0–100);
+  ``metrics["overall/llm"]`` / ``["overall/multimodal"]`` = mean of that track's dimensions
+  (the paper reports one overall per track; ``overall`` pools every dimension of the pool);
 * ``groups[<task_id>]`` = every metric the task lists (0–1) plus ``score`` (0–100, the mean of
   the listed metrics — spec §4.3 ``combine: mean`` for judge + key-point recall), ``n_items``,
   ``judge_errors``; ``groups["dimension/<code>"]`` = ``{"score": …}``;
@@ -114,6 +116,15 @@ def _judge(refs: list[Reference], items: dict[str, PublicItem], answers: dict[st
     return out
 
 
+def track_dimensions(dimensions: dict[str, float]) -> dict[str, list[float]]:
+    """Dimension scores per paper track: ``llm`` (MLU, MLG, MKQA, CMR, HSE) and ``multimodal``
+    (the ``MM-`` axes); each track's overall is the mean of its dimensions (spec §4.7)."""
+    out: dict[str, list[float]] = {}
+    for d, v in sorted(dimensions.items()):
+        out.setdefault("multimodal" if d.startswith("MM-") else "llm", []).append(v)
+    return out
+
+
 class Scored(NamedTuple):
     """What scoring one submission produced (the kit wraps it in a ``ScoreCard``)."""
 
@@ -175,6 +186,8 @@ def score_predictions(manifest: MedBenchManifest, items: list[PublicItem],
                     {t: manifest.tasks[t].dimension.value for t in groups})
     groups.update({f"dimension/{d}": {"score": v} for d, v in agg.dimensions.items()})
     metrics = {"overall": agg.overall, **{f"dimension/{d}": v for d, v in agg.dimensions.items()}}
+    for track, dims in track_dimensions(agg.dimensions).items():
+        metrics[f"overall/{track}"] = sum(dims) / len(dims)
     if choice:
         metrics["acc_all_variants"] = acc_all_variants(choice)
     metrics["judge_errors"] = float(len(judge_errors))

@@ -124,10 +124,12 @@ def test_bank_rotate_api_score_calibrate_report(tmp_path: Path) -> None:
     assert top.agent_id == "openai-oracle@medbench" and top.rank == 1 and top.overall.n == 3
     assert top.overall.mean == pytest.approx(100.0) and top.overall.sd == pytest.approx(0.0)
     assert set(top.dimensions) == DIMS and set(top.tasks) == set(TASKS)
+    assert set(top.tracks) == {"llm", "multimodal"}
     assert report.agents[1].overall.sd is None  # one replicate
     assert "*/*" in report.kappa and "medqa-open" in report.uncalibrated_tasks
     text = Storage(md_url.rsplit("/", 1)[0]).read_text("report.md")
     assert text == to_markdown(report)
-    for part in ("| 1 | openai-oracle@medbench | 100.0 ± 0.0 |", "## Tasks", "medqa-open",
+    for part in ("| 1 | openai-oracle@medbench | 100.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 |",
+                 "## Tasks", "medqa-open",
                  "## Judge agreement", "uncalibrated"):
         assert part in text

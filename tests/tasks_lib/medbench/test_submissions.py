@@ -8,13 +8,19 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.medbench_pool import ITEMS, secret_strings, write_pool
+from support.medbench_pool import ITEMS, activate_subset_of, secret_strings, write_pool
 
+from evaluators.core import InputDataError
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import RateLimited
-from tasks_lib.medbench.items import SUBMISSION_FILE, PublicItem, read_predictions
+from tasks_lib.medbench.items import (
+    SUBMISSION_FILE,
+    PublicItem,
+    read_predictions,
+    read_public_items,
+)
 from tasks_lib.medbench.splits import Split, make_split, mapping, split_jsonl
 from tasks_lib.medbench.submissions import (
     UploadRejected,
@@ -75,6 +81,19 @@ def test_a_split_holds_public_fields_only_and_fresh_ids(pool: str, tmp_path: Pat
     # the same seed gives the same order and permutations; the ids still differ
     assert [i.prompt for i in a.items] == [i.prompt for i in b.items]
     assert [i.options for i in a.items] == [i.options for i in b.items]
+
+
+def test_a_split_of_the_active_subset_names_the_subset_version(tmp_path: Path) -> None:
+    pool_id = "mbrot" + uuid.uuid4().hex[:6]
+    pool_url = write_pool(Storage(str(tmp_path / "pool" / "v1")), pool_id=pool_id)
+    subset_url = activate_subset_of(pool_url, pool_id + "-q1", size=5)
+    split = make_split(f"active:{pool_id}-q1", seed=1)
+    subset_items = {i.prompt for i in read_public_items(subset_url)}
+    assert (split.info.pool_id, split.info.pool_version) == (pool_id + "-q1", 1)
+    assert split.info.n_items == len(subset_items) and split.info.n_items < len(ITEMS)
+    assert {i.prompt for i in split.items} <= subset_items
+    with pytest.raises(InputDataError, match="no active version"):
+        make_split("active:no-such-subset")
 
 
 def test_options_are_permuted_and_the_mapping_points_back(pool: str) -> None:

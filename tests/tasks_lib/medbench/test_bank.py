@@ -1,0 +1,67 @@
+"""The MedBench bank: seeded shuffles (spec §13.1), builders on real inputs, rotation draws."""
+
+from __future__ import annotations
+
+from tasks_lib.medbench.bank import open_ready, permutation
+from tasks_lib.medbench.items import PublicItem, base_id
+from tasks_lib.medbench.pool import build_task
+from tasks_lib.medbench.rotation import draw
+from tasks_lib.qa.types import QAItem
+
+
+def test_permutations_are_seeded_and_differ_between_trials() -> None:
+    letters = list("ABCDE")
+    assert permutation(0, "t", "q1", 0, letters) == permutation(0, "t", "q1", 0, letters)
+    differ = sum(len({tuple(permutation(0, "t", f"q{i}", k, letters)) for k in range(3)}) == 3
+                 for i in range(100))
+    assert differ >= 95
+
+
+def test_shuffled_items_point_at_the_correct_option() -> None:
+    entry, built = build_task("safety-choice")
+    assert entry.n_items == 4 * 3 and entry.dimension.value == "HSE"
+    for item, ref in zip(built.items, built.references, strict=True):
+        assert item.options is not None and ref.letter is not None
+        assert item.options[ref.letter] == ref.text  # the gold text sits at the gold letter
+        assert "#s" in item.item_id and item.item_id == ref.item_id
+    shown = {tuple((it.options or {}).values()) for it in built.items
+             if base_id(it.item_id) == base_id(built.items[0].item_id)}
+    assert len(shown) > 1  # the three shuffles of a question show different orders
+
+
+def test_dicom_extraction_items_hold_no_patient_fields() -> None:
+    entry, built = build_task("dicom-fields")
+    assert entry.answer_type.value == "extraction" and built.items
+    first = built.references[0]
+    assert ["Modality", "CT"] in first.tuples  # pydicom's CT_small.dcm
+    for item in built.items:
+        assert "(0010," not in item.prompt and "Modality" not in item.prompt.split("\n\n")[0]
+
+
+def test_open_ended_stems_need_no_options() -> None:
+    def q(question: str, answer: str) -> QAItem:
+        return QAItem(dataset="d", realidx="1", question=question, options={"A": answer},
+                      answer_idx="A", answer=answer, line=1)
+
+    assert open_ready(q("What is the first-line drug for absence seizures?", "Ethosuximide "
+                                                                             "monotherapy"))
+    assert not open_ready(q("Which of the following is true?", "Aspirin is an NSAID"))
+    assert not open_ready(q("What is best?", "All of the above"))
+    assert not open_ready(q("Give the dose", "0.01"))
+
+
+def _item(task: str, qid: str, specialty: str, k: int = 0) -> PublicItem:
+    return PublicItem(item_id=f"{task}/{qid}#s{k}", task_id=task, dimension="MKQA",
+                      specialty=specialty, answer_type="single_choice", prompt="p",
+                      answer_schema="s")
+
+
+def test_rotation_draw_is_stratified_deterministic_and_keeps_shuffles_together() -> None:
+    items = [_item("big", f"q{i}", "cardio", k) for i in range(20) for k in range(3)]
+    items += [_item("small", "only", "derm", k) for k in range(3)]
+    chosen, strata, available = draw(items, size=5, seed=1)
+    assert chosen == draw(items, size=5, seed=1)[0]
+    assert available == {"big/cardio": 20, "small/derm": 1}
+    assert strata == {"big/cardio": 4, "small/derm": 1}  # a small stratum stays whole
+    assert "small/only" in chosen
+    assert draw(items, size=5, seed=2)[0] != chosen
