@@ -1,0 +1,112 @@
+"""The RWE construct flow under the Prefect test harness, its audit gate and the CLI."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import psycopg2
+import pytest
+from typer.testing import CliRunner
+
+import flows.cli.rwe  # noqa: F401  (registers pool build rwe)
+from flows.cli import app
+from tasks_lib.ledger import store
+from tasks_lib.rwe import load
+from tasks_lib.rwe.pool_audit import audit_rwe_pool, null_agent_sr
+from tasks_lib.rwe.types import FieldAnswer, FieldType, StudyAnswers, load_study_pool
+from tasks_lib.storage import Storage
+from tests.tasks_lib.rwe.ehr_db import fresh_database, require_server
+
+
+def _answers(mcq: dict[str, str], ratio: tuple[float, float], p: float) -> StudyAnswers:
+    def fa(fid: str, t: FieldType, v: float) -> FieldAnswer:
+        return FieldAnswer(id=fid, type=t, value=v, printed=str(v), exact=v)
+
+    return StudyAnswers(study_id="x", mcq=mcq, cohort_size=10, fields={
+        "r": fa("r", FieldType.RATIO, 1.0), "r_lo": fa("r_lo", FieldType.CONFIDENCE_INTERVAL,
+                                                     ratio[0]),
+        "r_hi": fa("r_hi", FieldType.CONFIDENCE_INTERVAL, ratio[1]),
+        "p": fa("p", FieldType.P_VALUE, p)})
+
+
+def test_null_agent_sr_by_hand() -> None:
+    pool = [_answers({"q1": "C", "q2": "C"}, (0.8, 1.2), 0.4),   # null study, all C: a win
+            _answers({"q1": "C", "q2": "A"}, (0.8, 1.2), 0.4),   # one gate not C
+            _answers({"q1": "C"}, (1.1, 1.5), 0.01),              # effect is significant
+            _answers({"q1": "B"}, (0.5, 0.9), 0.001)]
+    assert null_agent_sr(pool, "C") == 0.25
+    assert null_agent_sr(pool, "B") == 0.0
+
+
+def test_missing_database_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("MEDFLOWS_RWE_DATABASE_URL", raising=False)
+    from tasks_lib.settings import reset_settings
+
+    reset_settings()
+    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "1"])
+    assert res.exit_code == 2 and "MEDFLOWS_RWE_DATABASE_URL" in res.output
+    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--database-url", "sqlite:///x.db"])
+    assert res.exit_code == 2 and "PostgreSQL" in res.output
+    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--studies", "no-such-study",
+                                   "--database-url", "postgresql://u@h/db"])
+    assert res.exit_code == 2 and "no-such-study" in res.output
+
+
+@pytest.mark.usefixtures("prefect_harness")
+def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
+    from flows.rwe import construct_rwe
+
+    require_server()
+    url = fresh_database("flow")
+    out = tmp_path / "pool"
+    published = construct_rwe(seed=0, n_patients=8000, studies=["albumin-ap", "glucose-ich"],
+                              database_url=url, pool_id="rwe-flow-test", out=str(out))
+    m = published.manifest
+    assert m.studies == ["albumin-ap", "glucose-ich"] and m.version == 1 and m.seed == 0
+    pool = load_study_pool(Storage(str(out)))
+    assert set(pool.answers) == {"albumin-ap", "glucose-ich"}
+    public = (out / "public" / "studies.jsonl").read_text()
+    for a in pool.answers.values():
+        assert len(a.mcq) == 2 and a.fields and a.cohort_size > 100
+        assert all(f'"{f.printed}"' not in public for f in a.fields.values()
+                   if f.type is FieldType.RATIO)
+    assert (out / "private" / "cohorts" / "glucose-ich.csv").read_text().startswith(
+        "subject_id,hadm_id,stay_id,age,ich,traumatic")
+    audit = json.loads((out / "audit.json").read_text())
+    assert audit["report"]["clean"] and audit["override"] is None
+    traps = [json.loads(x) for x in (out / "audit" / "traps.jsonl").read_text().splitlines()]
+    assert {t["trap"] for t in traps} == {"any_albumin_item", "traumatic_included"}
+    rows = [r for r in store.pools(track="rwe") if r.pool_id == "rwe-flow-test"]
+    assert [(r.version, r.content_hash) for r in rows] == [(1, m.content_hash)]
+
+    # the gate sees anything added to the study database (a gold table, a comment)
+    with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
+        cur.execute("CREATE TABLE mimiciv_derived.gold (field text, value float)")
+        cur.execute("COMMENT ON TABLE mimiciv_hosp.patients IS 'or 0.5'")
+    conn.close()
+    report = audit_rwe_pool(str(out), url)
+    leak = next(f for f in report.findings if f.check == "database_leak")
+    assert not report.clean and not leak.passed
+    assert any("mimiciv_derived.gold.value" in e for e in leak.evidence)
+    assert any("comments" in e for e in leak.evidence)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_full_build_20k_from_the_cli(tmp_path: Path) -> None:
+    """``medflows pool build rwe --json`` at 20,000 patients, all studies (timed)."""
+    require_server()
+    url = fresh_database("cli20k")
+    start = time.perf_counter()
+    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "0", "--database-url", url,
+                                   "--out", str(tmp_path / "pool"), "--pool-id", "rwe-20k",
+                                   "--json"])
+    elapsed = time.perf_counter() - start
+    assert res.exit_code == 0, res.output
+    summary = json.loads(res.output)
+    assert len(summary["studies"]) >= 8 and summary["n_patients"] == 20000
+    assert len(summary["content_hash"]) == 64 and len(summary["ehr_hash"]) == 64
+    print(f"20k build: {elapsed:.1f} s total, {summary['seconds']}")
+    assert summary["seconds"]["generate"] + summary["seconds"]["load"] < 120
