@@ -72,3 +72,23 @@ def test_bad_score_names_file_and_line(tmp_path: Path, private_storage: Path) ->
     path.write_text("\n".join(text) + "\n")
     with pytest.raises(InputDataError, match=r"ratings.csv:4: score '4.5' is not an integer"):
         calibrate(path)
+
+
+def test_calibrate_cli_json_and_one_error_line(tmp_path: Path, private_storage: Path) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from flows.cli import medbench  # noqa: F401  (registers the commands)
+    from flows.cli.groups import app
+
+    path = _write(tmp_path, JUDGE)
+    result = CliRunner().invoke(app, ["medbench", "calibrate", str(path), "--json",
+                                      "--min-items", "5"])
+    assert result.exit_code == 0, result.output
+    rows = {(r["task_id"], r["rubric_id"]): r for r in json.loads(result.stdout)}
+    assert abs(rows[("*", "*")]["kappa"] - 0.7531) < 1e-4
+    assert rows[("taskB", "medication")]["status"] == "uncalibrated"
+    bad = CliRunner().invoke(app, ["medbench", "calibrate", str(tmp_path / "none.csv")])
+    assert bad.exit_code == 2 and bad.output.startswith("error: ")
+    assert len(bad.output.strip().splitlines()) == 1
