@@ -21,7 +21,13 @@ from typing import Any, NamedTuple
 
 import httpx
 import pytest
-from support.medbench_pool import OVERALL, answers_for, secret_strings, write_pool
+from support.medbench_pool import (
+    OVERALL,
+    activate_subset_of,
+    answers_for,
+    secret_strings,
+    write_pool,
+)
 
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
@@ -265,6 +271,20 @@ def test_a_malformed_upload_is_422_per_line_and_writes_nothing(service: Service)
     assert who is not None and ledger.submissions(submitter=who.name) == []
     assert [e.kind for e in ledger.rate_events(who.name)] == ["items"]  # the download only
     assert _upload(service, key, "").status_code == 422
+
+
+def test_a_split_may_name_an_active_subset(service: Service, tmp_path: Path) -> None:
+    pool_id = "mbsvc" + uuid.uuid4().hex[:6]
+    pool = write_pool(Storage(str(tmp_path / "pool" / "v1")), pool_id=pool_id)
+    activate_subset_of(pool, pool_id + "-q1", size=5)
+    key = _submitter(service)
+    r = call(service, "POST", "/v1/splits", key, json={"subset": pool_id + "-q1"})
+    assert r.status_code == 201, r.text
+    assert (r.json()["split"]["pool_id"], r.json()["split"]["n_items"]) == (pool_id + "-q1", 6)
+    missing = call(service, "POST", "/v1/splits", key, json={"subset": "no-such-subset"})
+    assert missing.status_code == 422 and "no active version" in missing.json()["detail"]
+    bad = call(service, "POST", "/v1/splits", key, json={"subset": "../../etc"})
+    assert bad.status_code == 422
 
 
 def _keys(data: Any) -> set[str]:
