@@ -4,7 +4,8 @@ One call per (item, dimension) at temperature 0 (cached by the call layer on pro
 parameters, so the rubric version, item and answer are all part of the key); an unreadable reply
 is re-asked twice in the same conversation, then recorded as ``judge_error`` with no value. A
 provider failure after the call layer's retries is recorded the same way (data, never a 0).
-The ``rules`` judge model answers offline without any request.
+The ``rules`` judge model answers offline without any request; an empty answer scores 0 on every
+dimension without a call.
 """
 
 from __future__ import annotations
@@ -65,6 +66,9 @@ def judge_case(case: JudgeCase, rubric: Rubric, model: str, completion: Completi
             "judge_model": model}
     scores: dict[str, int] = {}
     calls = 0
+    if not case.answer.strip():  # nothing to judge: 0 on every dimension, no call
+        scores = dict.fromkeys(rubric.dimensions, 0)
+        return Judgement(**base, scores=scores, value=item_value(scores, rubric, weights))
     for dimension in rubric.dimensions:
         if model == RULES_JUDGE:
             score, n, reply = parse_score(rules_reply(case)), 0, ""

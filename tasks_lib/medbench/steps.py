@@ -78,12 +78,17 @@ def record_run(run: RunRecord) -> None:
 def plan_agents(agents: list[str] | None, model: str | None, api_base: str | None
                 ) -> list[AgentSpec]:
     """Catalog agents by id and/or an ad hoc model string."""
-    from tasks_lib.agents import load_catalog
+    from tasks_lib.agents import Harness, load_catalog
     from tasks_lib.errors import InputDataError
     from tasks_lib.medbench.api import adhoc_agent
 
     catalog = load_catalog()
     specs = [catalog.get(a) for a in agents or []]
+    for spec in specs:
+        if spec.harness is not Harness.QA_METHOD:
+            raise InputDataError(spec.agent_id, f"a {spec.harness.value} agent cannot run in API "
+                                                "mode (it needs a model string: a qa_method "
+                                                "catalog entry or --model)")
     if model:
         specs.append(adhoc_agent(model, api_base))
     if not specs:

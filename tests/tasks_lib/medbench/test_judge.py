@@ -56,3 +56,10 @@ def test_judge_per_dimension_weights_reasks_and_errors() -> None:
 def test_rules_judge_makes_no_request() -> None:
     out = judge_cases([_case(1)], load_rubric("general_qa"), "rules")
     assert out[0].value == 0.0 and out[0].calls == 0 and out[0].error is None
+
+
+def test_empty_answer_scores_zero_without_a_call() -> None:
+    empty = JudgeCase(item_id="t/e", question="q", answer="  ", gold="g", key_points=["k"])
+    out = judge_cases([empty], load_rubric("general_qa"), "openai/never-called",
+                      completion=None)
+    assert out[0].value == 0.0 and out[0].calls == 0 and out[0].error is None
