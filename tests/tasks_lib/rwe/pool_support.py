@@ -1,0 +1,66 @@
+"""A published RWE study pool on medflows' own (scram-auth) cluster for the run-side slow tests:
+the cluster is started once per test process in a fresh folder and stopped (by PID) at exit;
+the pool is built with the data side's construct steps (generate, load, reference answers, trap
+panel, write) and ledgered like ``medflows pool build rwe`` does."""
+
+from __future__ import annotations
+
+import atexit
+import os
+import tempfile
+from functools import lru_cache
+from pathlib import Path
+from typing import NamedTuple
+
+from tasks_lib.ledger import store
+from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.rwe.cluster import Cluster, Server
+from tasks_lib.settings import reset_settings
+from tasks_lib.storage import Storage
+
+N_PATIENTS = 8000
+"""The data side's test size (every trap flips at 8,000 patients)."""
+
+
+@lru_cache(maxsize=1)
+def study_cluster() -> tuple[Cluster, Server]:
+    """medflows' own cluster for this process; the settings point the run side at it."""
+    folder = Path(tempfile.mkdtemp(prefix="medflows-rwe-runs-"))
+    os.chmod(folder, 0o755)
+    cluster = Cluster(folder / "state", 54900 + os.getpid() % 500)
+    os.environ["MEDFLOWS_RWE_CLUSTER_DIR"] = str(cluster.state_dir)
+    os.environ["MEDFLOWS_RWE_CLUSTER_PORT"] = str(cluster.port)
+    os.environ.pop("MEDFLOWS_RWE_DB_URL", None)
+    reset_settings()
+    server = cluster.start()
+    atexit.register(cluster.destroy)
+    return cluster, server
+
+
+class TestPool(NamedTuple):
+    """A built pool."""
+
+    url: str
+    studies: list[str]
+
+
+@lru_cache(maxsize=1)
+def built_pool(seed: int = 0) -> TestPool:
+    """Every shipped study, built on a fresh EHR in the cluster's study database."""
+    from tasks_lib.rwe import build
+    from tasks_lib.rwe.analyses import StudyDB
+    from tasks_lib.rwe.studies import load_studies
+    from tasks_lib.rwe.types import SchemaNames
+
+    _, server = study_cluster()
+    url = server.url()
+    loaded = build.generate_and_load(seed, N_PATIENTS, url)
+    builds = [build.build_study(s, StudyDB(url)) for s in load_studies()]
+    root = Storage.from_settings().child(f"pools/rwe-run-tests-{os.getpid()}/v1")
+    manifest = build.write_pool(root, f"rwe-run-tests-{os.getpid()}", 1, seed, N_PATIENTS,
+                                loaded, server.database, SchemaNames(), builds)
+    store.record_pool(PoolRow(pool_id=manifest.pool_id, version=1, track="rwe",
+                              content_hash=manifest.content_hash,
+                              manifest_url=root.url("manifest.json"),
+                              n_items=len(manifest.studies)))
+    return TestPool(root.root_url, manifest.studies)
