@@ -133,7 +133,8 @@ def capability_cmd(
 def grade_cmd(
     challenge: str = typer.Option(..., help="Challenge id (a gradable card)."),
     submission: Path = typer.Option(..., help="Folder with submission.csv and its files."),
-    reference: Path = typer.Option(..., help="Private folder with reference.csv and its files."),
+    reference: Path = typer.Option(..., help="Private folder with test_labels.csv (or "
+                                   "reference.csv) and its files."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON."),
 ) -> None:
     """Grade a submission folder with registered metrics and rank it on the leaderboard."""
@@ -148,3 +149,23 @@ def grade_cmd(
     for name, value in (report.metrics or {}).items():
         typer.echo(f"  {name:24} {value:.4f}  position {report.rank.positions[name]}")
     typer.echo(f"{report.challenge}: percentile {_pct(report.rank.percentile)}")
+
+
+@challenge_app.command("synthetic")
+@user_errors(RankingInputError)
+def synthetic_cmd(
+    challenge: str = typer.Option(..., help="Challenge id."),
+    out: Path = typer.Option(..., help="Folder to write public/, private/, sample_submission/ "
+                                       "and perfect_submission/ into (replaced)."),
+    seed: int = typer.Option(0, help="Seed of the generated shapes."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON."),
+) -> None:
+    """Write the card's small synthetic case (inputs, answers, sample and perfect submissions)."""
+    from tasks_lib.challenge.card import load_challenge
+    from tasks_lib.challenge.synthetic import write_synthetic_case
+
+    case = write_synthetic_case(load_challenge(challenge), out, seed)
+    if as_json:
+        echo_json(case)
+        return
+    typer.echo(f"{case.challenge}: {len(case.case_ids)} cases (seed {seed}) in {out}")

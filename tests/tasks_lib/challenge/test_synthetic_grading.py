@@ -107,3 +107,19 @@ def test_cli_grades_a_synthetic_case(tmp_path: Path) -> None:
                            "predicted_nuclei_path")
     assert report["metrics"]["f1"] == pytest.approx(more.puma_track2(pairs)["f1"], abs=1e-12)
     assert 0 < report["rank"]["percentile"] <= 1
+
+
+def test_cli_writes_a_synthetic_case_whose_perfect_submission_scores_perfectly(
+        tmp_path: Path) -> None:
+    runner = CliRunner()
+    result = runner.invoke(app, ["challenge", "synthetic", "--challenge", "ldct-iqa", "--out",
+                                 str(tmp_path), "--seed", "2", "--json"])
+    assert result.exit_code == 0, result.output
+    case = SyntheticCase.model_validate_json(result.output)
+    graded = runner.invoke(app, [
+        "challenge", "grade", "--challenge", "ldct-iqa", "--submission",
+        str(case.perfect_submission_dir), "--reference", str(case.private_dir), "--json"])
+    assert json.loads(graded.output)["metrics"] == {"score": pytest.approx(3.0)}
+    unknown = runner.invoke(app, ["challenge", "synthetic", "--challenge", "nope", "--out",
+                                  str(tmp_path)])
+    assert unknown.exit_code == 2 and "unknown challenge 'nope'" in unknown.output
