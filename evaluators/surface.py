@@ -19,6 +19,7 @@ unreadable case → :data:`ONE_EMPTY_MM`; for NSD, both empty → 1, one empty o
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Sequence
 from typing import Literal, NamedTuple
 
@@ -90,10 +91,48 @@ def surface_distances(prediction: NDArray[np.generic], reference: NDArray[np.gen
         convention: ``"voxel"`` (MONAI) or ``"surfel"`` (DeepMind ``surface-distance``; 2D/3D).
 
     Returns:
-        Distances in C order of the boundary points (not sorted) with their weights.
+        Distances in C order of the boundary points (not sorted) with their weights, as read-only
+        arrays: the last result is remembered (keyed by the masks' contents, spacing and
+        convention), so the metrics of one mask pair share one computation.
     """
-    p, r = np.asarray(prediction) != 0, np.asarray(reference) != 0
+    global _last
+    p, r = _binary(prediction), _binary(reference)
     _check(p, r, spacing)
+    key = (convention, p.shape, tuple(float(s) for s in spacing), _fingerprint(p), _fingerprint(r))
+    last = _last
+    if last is not None and last[0] == key:
+        return last[1]
+    sd = _compute(p, r, spacing, convention)
+    for arr in sd:
+        arr.flags.writeable = False
+    _last = (key, sd)
+    return sd
+
+
+def _binary(x: NDArray[np.generic]) -> NDArray[np.bool_]:
+    a = np.asarray(x)
+    return a if a.dtype == np.bool_ else np.asarray(a != 0)
+
+
+def _fingerprint(m: NDArray[np.bool_]) -> tuple[bool, bytes]:
+    """Memory order and a digest of the packed bits (a few ms for a 1 mm brain volume)."""
+    fortran = bool(m.flags.f_contiguous and not m.flags.c_contiguous)
+    bits = np.packbits(m.reshape(-1, order="A"))
+    return fortran, hashlib.blake2b(bits.data, digest_size=20).digest()
+
+
+_last: tuple[tuple[object, ...], SurfaceDistances] | None = None
+"""The key and result of the last :func:`surface_distances` call."""
+
+
+def clear_memo() -> None:
+    """Forget the remembered result (benchmarks time each metric from scratch)."""
+    global _last
+    _last = None
+
+
+def _compute(p: NDArray[np.bool_], r: NDArray[np.bool_], spacing: Sequence[float],
+             convention: Convention) -> SurfaceDistances:
     box = geo.union_bbox(p, r)
     if box is None:
         return SurfaceDistances(_empty(), _empty(), _empty(), _empty())
@@ -170,7 +209,7 @@ def directed_distances(
 def _voxel(pred: NDArray[np.generic], ref: NDArray[np.generic], spacing: Sequence[float],
            ) -> tuple[float | None, SurfaceDistances]:
     """The empty-mask rule value (or None) and, when both masks have voxels, the distances."""
-    p, r = np.asarray(pred) != 0, np.asarray(ref) != 0
+    p, r = _binary(pred), _binary(ref)
     _check(p, r, spacing)
     has_p, has_r = bool(p.any()), bool(r.any())
     empty = SurfaceDistances(_empty(), _empty(), _empty(), _empty())

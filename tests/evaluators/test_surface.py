@@ -186,3 +186,23 @@ def test_far_points_are_exact_on_every_path(spacing: tuple[float, ...], path: st
     a, b = np.pad(src, margin), np.pad(dst, margin)
     got = geo.directed(a, b, spacing, geo.offset_shells(spacing, a.shape))
     assert np.allclose(got, _brute(src, dst, spacing), rtol=0, atol=1e-9)
+
+
+def test_metrics_of_one_pair_share_one_computation() -> None:
+    import evaluators.surface as surface_module
+
+    rng = np.random.default_rng(5)
+    p, r = rng.random((9, 10, 11)) < 0.3, rng.random((9, 10, 11)) < 0.3
+    first = surface_distances(p, r, (1.0, 2.0, 1.0))
+    assert surface_distances(p.copy(), r.copy(), (1.0, 2.0, 1.0)) is first  # same contents
+    assert surface_distances(np.asfortranarray(p), r, (1.0, 2.0, 1.0)) is not first
+    assert surface_distances(p, r, (1.0, 2.0, 1.5)) is not first
+    q = p.copy()
+    q[0, 0, 0] = not q[0, 0, 0]
+    again = surface_distances(q, r, (1.0, 2.0, 1.5))
+    assert again.pred_to_ref.size != first.pred_to_ref.size or not np.array_equal(
+        again.pred_to_ref, first.pred_to_ref)
+    with pytest.raises(ValueError, match="read-only"):
+        again.pred_to_ref[0] = 1.0
+    surface_module.clear_memo()
+    assert surface_distances(q, r, (1.0, 2.0, 1.5)) is not again
