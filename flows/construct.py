@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import flow, get_run_logger, pause_flow_run
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
@@ -103,17 +105,24 @@ def construct_qa(
 
 
 @flow(name="construct-imaging", flow_run_name="construct-imaging-{task_id}", log_prints=True)
-def construct_imaging(task_id: str, out: str | None = None,
-                      audit_override: str | None = None) -> str:
-    """Build an imaging task's pool: ingest (render) → de-identify → write (vN) → sample
+def construct_imaging(task_id: str, out: str | None = None, audit_override: str | None = None,
+                      from_dir: str | None = None, track: str | None = None) -> str:
+    """Build an imaging task's pool: ingest (render a shipped card's cases, or read the user's
+    folder ``from_dir`` as a ``track`` task) → validate → de-identify → write (vN) → sample
     submission → exploit audit → ledger (publish; an unclean audit stops here unless
-    ``audit_override`` gives a reason). Returns the URL of the pool version's
-    ``manifest.json``."""
+    ``audit_override`` gives a reason). Both kinds of task take the same steps after ingest.
+    Returns the URL of the pool version's ``manifest.json``."""
     from tasks_lib.imaging import steps as imaging
+    from tasks_lib.imaging.dataset import folder_card
     from tasks_lib.imaging.pool import load_task
 
-    card = load_task(task_id)
-    rendered = imaging.render(card)
+    if from_dir is None:
+        card = load_task(task_id)
+        rendered = imaging.render(card)
+    else:
+        card = folder_card(Path(from_dir), Track(track or ""), task_id)
+        rendered = imaging.ingest(card, from_dir)
+    imaging.validate(card, rendered)
     clean = imaging.deidentify_step(card, rendered)
     published = imaging.publish(card, out, rendered, clean)
     imaging.sample_submission(published.url, published.manifest)

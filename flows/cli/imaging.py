@@ -6,6 +6,7 @@ from pathlib import Path
 
 import typer
 
+from evaluators.core import Track
 from flows.cli.groups import app, build_app, location, score_app, user_errors
 from flows.cli.output import echo_json
 from tasks_lib.errors import InputDataError
@@ -22,21 +23,66 @@ def pool_url(task_id: str, pool: str | None) -> str:
 @build_app.command("imaging")
 @user_errors()
 def build_imaging(
-    task: str = typer.Option(..., "--task", help="Imaging task id (see datasets/<track>/)."),
+    task: str = typer.Option(None, "--task", help="Shipped imaging task id (see "
+                                                  "datasets/<track>/)."),
+    from_dir: Path = typer.Option(None, "--from", help="Your folder of images and labels "
+                                  "(layout: docs/imaging.md, 'Bring your own data')."),
+    track: str = typer.Option(None, "--track", help="With --from: segmentation | detection | "
+                                                    "vqa | report_generation."),
+    task_id: str = typer.Option(None, "--task-id", help="With --from: the task id (default: "
+                                                        "the folder's name)."),
     out: str = typer.Option(None, help="Pool root folder/URL (default: pools/<task>/vN in the "
                                        "storage root)."),
     audit_override: str = typer.Option(
         None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
         "the pool's audit.json (see docs/audit.md)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the full summary (cases, "
+                                                       "de-identification, content hash)."),
 ) -> None:
-    """Build an imaging task's pool (public view + private references); it is published
-    (ledgered) only after a clean exploit audit. Prints JSON."""
+    """Build an imaging pool (public view + private references) from a shipped task card or
+    from your own folder; it is published (ledgered) only after a clean exploit audit. Prints
+    JSON."""
     from flows.construct import construct_imaging
-    from tasks_lib.imaging.pool import load_task
+    from tasks_lib.imaging.pool import load_task, read_manifest
 
-    load_task(task)
-    manifest = construct_imaging(task, location(out) if out else None, audit_override)
-    echo_json({"task_id": task, "manifest": manifest})
+    if (task is None) == (from_dir is None):
+        raise InputDataError("--task/--from", "give exactly one: a shipped task id or a folder")
+    if from_dir is None:
+        if track or task_id:
+            raise InputDataError("--track/--task-id", "only with --from (a shipped card names "
+                                                      "its own)")
+        load_task(task)
+        manifest = construct_imaging(task, location(out) if out else None, audit_override)
+    else:
+        manifest = _build_from_folder(from_dir, track, task_id, out, audit_override)
+    m = read_manifest(manifest.removesuffix("/manifest.json"))
+    summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
+                                  "version": m.version, "n_cases": len(m.cases),
+                                  "manifest": manifest}
+    if as_json:
+        summary |= {"content_hash": m.content_hash, "labels": m.labels, "classes": m.classes,
+                    "deid": m.deid.model_dump(),
+                    "cases": [{"case_id": c.case_id, "shape": c.shape, "spacing": c.spacing,
+                               "origin": c.origin} for c in m.cases]}
+    echo_json(summary)
+
+
+def _build_from_folder(folder: Path, track: str | None, task_id: str | None, out: str | None,
+                       audit_override: str | None) -> str:
+    """Check the folder's card and layout here (one error line, no flow), then run construct."""
+    from flows.construct import construct_imaging
+    from tasks_lib.imaging.dataset import FOLDER_TRACKS, folder_card
+    from tasks_lib.imaging.ingest import scan_images
+
+    names = [t.value for t in FOLDER_TRACKS]
+    if track not in names:
+        raise InputDataError("--track", f"{track!r}: a folder is ingested as one of "
+                                        f"{', '.join(names)}")
+    root = folder.resolve()
+    card = folder_card(root, Track(track), task_id)
+    scan_images(root, card.track)
+    return construct_imaging(card.task_id, location(out) if out else None, audit_override,
+                             from_dir=str(root), track=track)
 
 
 @score_app.command("submission")

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import gzip
 import io
+from collections import Counter
 from typing import NamedTuple
 
 from tasks_lib.imaging import codecs
@@ -73,15 +74,27 @@ def strip_dicom(data: bytes) -> tuple[bytes, list[str]]:
 _STRIPPERS = {".nii": strip_nifti, ".nii.gz": strip_nifti, ".dcm": strip_dicom}
 
 
-def deidentify(artifacts: list[Artifact]) -> Deidentified:
-    """Strip identifying header fields from every NIfTI and DICOM artifact."""
-    out, fields, files = [], set(), 0
+def deidentify(artifacts: list[Artifact], prior: DeidRecord | None = None) -> Deidentified:
+    """Strip identifying header fields from every NIfTI and DICOM artifact; ``prior`` is what
+    ingest already removed (DICOM slices converted on the way in), added to the record."""
+    out, files = [], prior.files if prior else 0
+    removed: Counter[str] = Counter(prior.removed if prior else {})
     for art in artifacts:
         suffix = next((s for s in (".nii.gz", ".nii", ".dcm") if art.key.endswith(s)), None)
         if suffix is not None:
             files += 1
             data, cleared = _STRIPPERS[suffix](art.data)
-            fields.update(cleared)
+            removed.update(cleared)
             art = Artifact(key=art.key, visibility=art.visibility, data=data)
         out.append(art)
-    return Deidentified(out, DeidRecord(files=files, fields_cleared=sorted(fields)))
+    fields = set(removed) | set(prior.fields_cleared if prior else [])
+    return Deidentified(out, DeidRecord(files=files, fields_cleared=sorted(fields),
+                                        removed=dict(sorted(removed.items()))))
+
+
+def ingest_dicom(data: bytes, removed: Counter[str]) -> bytes:
+    """De-identify one DICOM file on the way in (before anything reads its pixels or stores
+    it), counting each changed attribute in ``removed``."""
+    clean, cleared = strip_dicom(data)
+    removed.update(cleared)
+    return clean

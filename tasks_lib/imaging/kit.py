@@ -14,7 +14,7 @@ from pathlib import Path
 
 from evaluators.core import Track
 from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
-from tasks_lib.imaging.pool import read_manifest
+from tasks_lib.imaging.pool import load_task, read_manifest
 from tasks_lib.imaging.render import Rendered, Renderer
 from tasks_lib.imaging.scoring import Assembly, finite_values, per_case_rows, score_card
 from tasks_lib.imaging.submission import Inspector, measure_submission
@@ -22,7 +22,7 @@ from tasks_lib.imaging.types import FrameRow, PoolManifest
 from tasks_lib.imaging.validation import Judged, judge_frame
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec, find_card
+from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.base import KITS, TrackKit
 
 CaseScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]],
@@ -80,7 +80,9 @@ class ImagingKit(TrackKit):
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Score a run's submission folder against the run's pool version."""
-        card = find_card(run.task_id, [self.track])
+        card = load_task(run.task_id)
+        if card.track is not self.track:
+            raise ValueError(f"{run.task_id}: a {card.track.value} task, not {self.track.value}")
         return self.score_folder(card, run.pool_url, submission, run.run_id)
 
     def score_folder(self, card: TaskSpec, pool_url: str, submission: Path,

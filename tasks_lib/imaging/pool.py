@@ -12,7 +12,7 @@ import json
 
 from pydantic import ValidationError
 
-from evaluators.core import InputDataError, Track
+from evaluators.core import InputDataError, Track, UnknownNameError
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
@@ -23,10 +23,19 @@ MANIFEST = "manifest.json"
 
 
 def load_task(task_id: str) -> TaskSpec:
-    """The card of an imaging task, whatever its track; unknown ids list the known ones."""
+    """The card of an imaging task, whatever its track: a shipped card, else the stored card of
+    an ingested folder (``medflows pool build imaging --from``); unknown ids list the known
+    ones."""
+    from tasks_lib.imaging.dataset import user_card
     from tasks_lib.imaging.kit import imaging_tracks
 
-    return find_card(task_id, [Track(t) for t in imaging_tracks()])
+    try:
+        return find_card(task_id, [Track(t) for t in imaging_tracks()])
+    except UnknownNameError:
+        card = user_card(task_id)
+        if card is None:
+            raise
+        return card
 
 
 def card_digest(card: TaskSpec) -> str:

@@ -13,7 +13,7 @@ from tasks_lib.imaging import codecs
 from tasks_lib.imaging.lesions import CLASS_NAMES, LesionCase, lesion_cases
 from tasks_lib.imaging.reports import reference_report
 from tasks_lib.imaging.synth import kspace_cases, lowdose_ct_cases, mni_tissue_cases
-from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
+from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, Visibility
 from tasks_lib.imaging.vqa_items import vqa_items
 from tasks_lib.sources import (
     KSpaceSuperResSource,
@@ -27,12 +27,19 @@ PUB, PRIV = Visibility.PUBLIC, Visibility.PRIVATE
 
 
 class Rendered(NamedTuple):
-    """Files and expected cases of one task."""
+    """Files and expected cases of one task, generated or ingested from a user's folder; the
+    validate step (:mod:`tasks_lib.imaging.checks`) holds both to the same rules."""
 
     cases: list[CaseEntry]
     artifacts: list[Artifact]
     labels: list[int]
     classes: dict[int, str]
+    sources: dict[str, str] | None = None
+    """Artifact key → the user's file it came from (errors name that file); None when
+    generated."""
+    deid: DeidRecord | None = None
+    """What ingest removed from DICOM slices on the way in (folded into the pool's
+    de-identification record)."""
 
 
 Renderer = Callable[[TaskSpec], Rendered]

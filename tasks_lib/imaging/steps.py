@@ -3,6 +3,8 @@ flow's (:mod:`tasks_lib.scoring`)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from prefect import task
 from pydantic import Field
 
@@ -10,6 +12,8 @@ from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import Frozen
 from tasks_lib.imaging import render as render_mod
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files
+from tasks_lib.imaging.checks import check_rendered
+from tasks_lib.imaging.dataset import save_user_card
 from tasks_lib.imaging.deid import Deidentified, deidentify
 from tasks_lib.imaging.kit import imaging_kit
 from tasks_lib.imaging.pool import (
@@ -20,6 +24,7 @@ from tasks_lib.imaging.pool import (
     write_pool,
 )
 from tasks_lib.imaging.types import PoolManifest
+from tasks_lib.sources import ImageFolderSource
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
 
@@ -40,10 +45,28 @@ def render(card: TaskSpec) -> render_mod.Rendered:
     return imaging_kit(card.track).build_files(card)
 
 
+@task(task_run_name="ingest-{card.task_id}")
+def ingest(card: TaskSpec, folder: str) -> render_mod.Rendered:
+    """Read a user's folder of images and labels into pool files (ingest; DICOM slices are
+    de-identified as they are read)."""
+    from tasks_lib.imaging.ingest import ingest_folder
+
+    return ingest_folder(Path(folder), card.track)
+
+
+@task(task_run_name="validate-{card.task_id}")
+def validate(card: TaskSpec, rendered: render_mod.Rendered) -> None:
+    """Hold the files to the track's rules (grids, spacings, label sets, boxes), generated or
+    ingested alike; a broken rule names the file and stops the build before anything is
+    written."""
+    check_rendered(card.track, rendered)
+
+
 @task(task_run_name="deidentify-{card.task_id}")
 def deidentify_step(card: TaskSpec, rendered: render_mod.Rendered) -> Deidentified:
-    """Blank identifying header text of every volume before anything is published."""
-    return deidentify(rendered.artifacts)
+    """Blank identifying header text of every volume before anything is published (what ingest
+    already removed from DICOM slices is added to the record)."""
+    return deidentify(rendered.artifacts, rendered.deid)
 
 
 @task(task_run_name="publish-{card.task_id}", **IO_RETRIES)
@@ -57,6 +80,8 @@ def publish(card: TaskSpec, out: str | None, rendered: render_mod.Rendered,
     manifest = write_pool(url, card, clean.artifacts, rendered.cases, rendered.labels,
                           rendered.classes, clean.record, version)
     imaging_kit(card.track).after_publish(url, manifest)
+    if isinstance(card.source, ImageFolderSource):
+        save_user_card(card)
     return PublishedImagingPool(url=url, manifest=manifest)
 
 

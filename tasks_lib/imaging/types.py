@@ -39,8 +39,11 @@ class CaseEntry(Frozen):
 class DeidRecord(Frozen):
     """What the de-identify step removed."""
 
-    files: int = Field(description="Header-bearing files inspected.")
+    files: int = Field(description="Header-bearing files inspected (NIfTI volumes, DICOM slices).")
     fields_cleared: list[str] = Field(description="Header fields blanked (sorted, unique).")
+    removed: dict[str, int] = Field(
+        default_factory=dict, description="Header field → number of files it was removed or "
+        "blanked in (DICOM slices on the way in, NIfTI headers before publishing).")
 
 
 class PoolManifest(Frozen):

@@ -1,0 +1,139 @@
+"""The validate step of construct: the rules every imaging pool's files obey, generated or
+ingested from a user's folder, checked before anything is written.
+
+* segmentation — image and label map on the same grid (shape), with the same spacing and affine
+  (orientation and origin, within :data:`AFFINE_TOL_MM`); the manifest's grid and spacing are the
+  image's; the image is finite; label values are 0 or declared labels.
+* detection — boxes ``x1 < x2``, ``y1 < y2`` inside the image; box labels are declared classes.
+* vqa / report_generation — every reference text is non-empty.
+* enhancement — input and reference have the same shape and are finite.
+
+A broken rule is an :class:`InputDataError` naming the user's file (``Rendered.sources``) or,
+for generated tasks, the pool key — the generator's bug, surfaced the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from evaluators.core import InputDataError, Track
+from tasks_lib.imaging import codecs
+from tasks_lib.imaging.readers import Volume, read_nifti, spacing_of
+from tasks_lib.imaging.render import Rendered
+from tasks_lib.imaging.types import Artifact, CaseEntry
+
+AFFINE_TOL_MM = 1e-3
+"""Largest difference (mm, or direction-cosine × spacing) between image and label affines."""
+
+
+class _Files:
+    """Artifacts by key, and the name to blame for each."""
+
+    def __init__(self, rendered: Rendered) -> None:
+        self.by_key: dict[str, Artifact] = {a.key: a for a in rendered.artifacts}
+        self.sources = rendered.sources or {}
+
+    def name(self, key: str) -> str:
+        return self.sources.get(key, key)
+
+    def data(self, key: str) -> bytes:
+        if key not in self.by_key:
+            raise ValueError(f"no pool file {key!r} was rendered")  # our bug, not the user's
+        return self.by_key[key].data
+
+    def volume(self, key: str) -> Volume:
+        return read_nifti(self.data(key), self.name(key))
+
+
+def _shape(a: Any) -> str:
+    return "x".join(str(int(n)) for n in a)
+
+
+def _fmt(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
+
+
+def check_segmentation_case(files: _Files, c: CaseEntry, labels: list[int]) -> None:
+    """One image/label-map pair (see the module docstring)."""
+    img, ref = files.volume(c.image), files.volume(c.reference)
+    name, ref_name = files.name(c.image), files.name(c.reference)
+    if img.array.shape != ref.array.shape:
+        raise InputDataError(ref_name, f"grid mismatch: label map {_shape(ref.array.shape)}, "
+                                       f"image {_shape(img.array.shape)} ({name})")
+    if list(img.array.shape) != list(c.shape):
+        raise ValueError(f"{c.case_id}: manifest shape {c.shape} is not the image's")
+    sp, ref_sp = spacing_of(img.affine), spacing_of(ref.affine)
+    if not np.allclose(sp, ref_sp, atol=AFFINE_TOL_MM, rtol=0):
+        raise InputDataError(ref_name, f"spacing mismatch: label map {_fmt(ref_sp)} mm, image "
+                                       f"{_fmt(sp)} mm ({name})")
+    if not np.allclose(img.affine, ref.affine, atol=AFFINE_TOL_MM, rtol=0):
+        raise InputDataError(ref_name, "affine mismatch: the label map's orientation or origin "
+                                       f"differs from the image's ({name})")
+    if c.spacing and not np.allclose(c.spacing, sp, rtol=1e-6, atol=1e-6):
+        raise ValueError(f"{c.case_id}: manifest spacing {c.spacing} is not the image's {sp}")
+    if img.array.dtype.kind == "f" and not np.all(np.isfinite(img.array)):
+        raise InputDataError(name, "the image holds NaN or infinite values")
+    _check_labels(ref.array, labels, ref_name)
+
+
+def _check_labels(arr: NDArray[Any], labels: list[int], name: str) -> None:
+    values = np.unique(arr)
+    allowed = np.asarray([0, *labels])
+    unknown = values[~np.isin(values, allowed)]
+    if unknown.size:
+        shown = ", ".join(f"{v:g}" for v in unknown[:10].tolist())
+        raise InputDataError(name, f"label values {shown} are not in the declared labels "
+                                   f"{', '.join(map(str, labels))} (0 = background; declare "
+                                   "labels in dataset.yaml)")
+
+
+def check_detection_case(files: _Files, c: CaseEntry, classes: dict[int, str]) -> None:
+    """One image's reference boxes (see the module docstring)."""
+    name = files.name(c.reference)
+    ref = json.loads(files.data(c.reference))
+    h, w = codecs.png_load(files.data(c.image)).shape[:2]
+    for box, label in zip(ref["boxes"], ref["labels"], strict=True):
+        x1, y1, x2, y2 = box
+        if not (0 <= x1 < x2 <= w and 0 <= y1 < y2 <= h):
+            raise InputDataError(name, f"box {box} is not inside the {w}x{h} image with "
+                                       "x1 < x2, y1 < y2")
+        if label not in classes:
+            raise InputDataError(name, f"box label {label} is not a declared class "
+                                       f"({', '.join(map(str, sorted(classes)))}; declare "
+                                       "classes in dataset.yaml)")
+
+
+def check_enhancement_case(files: _Files, c: CaseEntry) -> None:
+    """One degraded/clean pair (see the module docstring)."""
+    img, ref = codecs.npy_load(files.data(c.image)), codecs.npy_load(files.data(c.reference))
+    if img.shape != ref.shape:
+        raise InputDataError(files.name(c.reference), f"grid mismatch: {_shape(ref.shape)} vs "
+                                                      f"input {_shape(img.shape)}")
+    for key, arr in ((c.image, img), (c.reference, ref)):
+        if not np.all(np.isfinite(arr)):
+            raise InputDataError(files.name(key), "holds NaN or infinite values")
+
+
+def check_rendered(track: Track, rendered: Rendered) -> None:
+    """Hold a task's rendered or ingested files to the rules of its track (module docstring).
+
+    Raises:
+        InputDataError: a rule is broken; the message names the file at fault.
+        ValueError: the manifest entries disagree with the files (our bug).
+    """
+    files = _Files(rendered)
+    if not rendered.cases:
+        raise InputDataError("images/", "no cases")
+    for c in rendered.cases:
+        if track is Track.SEGMENTATION:
+            check_segmentation_case(files, c, rendered.labels)
+        elif track is Track.DETECTION:
+            check_detection_case(files, c, rendered.classes)
+        elif track is Track.ENHANCEMENT:
+            check_enhancement_case(files, c)
+        elif not files.data(c.reference).decode("utf-8").strip():
+            raise InputDataError(files.name(c.reference), "an empty reference text")
