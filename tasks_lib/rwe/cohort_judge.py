@@ -120,7 +120,9 @@ def _case(row: pd.Series) -> dict[str, Any]:
 
 def judge_cohort(screening: Screening, frame: pd.DataFrame, protocol: Protocol,
                  judge: CohortJudge, seed: int, tau: float = TAU) -> Screening:
-    """Add the judge's sample, exclusion rate and qualification to a valid rule screen."""
+    """Add the judge's sample, exclusion rate and qualification to a valid rule screen (when
+    the judge failed on every case the cohort stays qualified by its rules; the failures are
+    counted in ``judge_errors``, never turned into an exclusion)."""
     if not screening.valid:
         return screening.model_copy(update={"judge_model": judge.model})
     sample = sample_cases(frame, seed)
@@ -130,7 +132,7 @@ def judge_cohort(screening: Screening, frame: pd.DataFrame, protocol: Protocol,
     rate = excluded / len(judged) if judged else None
     return screening.model_copy(update={
         "sampled": len(sample), "excluded": excluded, "judge_errors": len(verdicts) - len(judged),
-        "exclusion_rate": rate, "qualified": rate is not None and rate <= tau,
+        "exclusion_rate": rate, "qualified": rate <= tau if rate is not None else True,
         "judge_model": judge.model})
 
 

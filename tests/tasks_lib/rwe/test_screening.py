@@ -140,3 +140,16 @@ def test_judge_metrics_on_a_cohorteval_set() -> None:
             api_base=srv.base_url, cache=False)), STUDY.protocol, cases)
     # TP 100, FN 0; the 10 adversarial negatives are kept: TN 30, FP 10
     assert fooled == (100.0, 75.0, 100 * 100 / 110, 100.0)
+
+
+def test_a_judge_that_fails_on_every_case_disqualifies_nothing(tmp_path: Path) -> None:
+    frame = REFERENCE.head(10).copy()
+    index = IdIndex(subjects=set(frame["subject_id"]), admissions=set(), stays=set())
+    table, screen = rule_screen(write(tmp_path, frame), CONTRACT, index, None)
+    assert table is not None
+    with FakeOpenAIServer(lambda _request: "I cannot tell.") as srv:
+        judge = CohortJudge("openai/fake-judge", LiteLLMCompletion(api_base=srv.base_url,
+                                                                   cache=False))
+        judged = judge_cohort(screen, table, STUDY.protocol, judge, seed=3)
+    assert (judged.sampled, judged.judge_errors, judged.exclusion_rate) == (10, 10, None)
+    assert judged.qualified
