@@ -225,7 +225,8 @@ def _far(rem: NDArray[np.intp], dst: NDArray[np.bool_], spacing: Sequence[float]
     """Exact distances for the points left after the shells (KD-tree, or ``edt`` when cheaper)."""
     sp = np.asarray(spacing, dtype=np.float64)
     src_idx = np.stack(np.unravel_index(rem, dst.shape), axis=1)
-    exact_edt = bool(np.all(sp == sp[0])) and sum(s * s for s in dst.shape) < 2**24
+    exact_edt = (dst.ndim <= 3 and bool(np.all(sp == sp[0]))
+                 and sum(s * s for s in dst.shape) < 2**24)
     if exact_edt and dst.size < _EDT_VOXELS_PER_TREE_POINT * (rem.size + int(dst.sum())):
         sq = edt.edtsq(np.ascontiguousarray(~dst), black_border=False, parallel=1)
         units = np.asarray(sq.ravel()[rem], dtype=np.float64)

@@ -39,7 +39,9 @@ def _line(cols: list[int], n: int = 30) -> np.ndarray:
 def test_line_case_every_metric() -> None:
     ref, pred = _line(list(range(10))), _line([*range(10), 29])
     # Every voxel of a 1-voxel-thick line is surface. d(pred→ref) = ten 0s and one 20 (voxel 29 to
-    # voxel 9); d(ref→pred) = ten 0s.
+    # voxel 9); d(ref→pred) = ten 0s. P95 (linear) of pred→ref at rank 9.5 → 0 + 0.5·20 = 10.
+    assert hd95(pred, ref, (1.0, 1.0)) == pytest.approx(10.0)
+    assert hd95(pred, ref, (1.0, 0.5)) == pytest.approx(5.0)
     assert hd(pred, ref, (1.0, 1.0)) == 20.0
     assert hd(pred, ref, (1.0, 0.5)) == 10.0
     assert assd(pred, ref, (1.0, 1.0)) == pytest.approx(20 / 21)
@@ -206,3 +208,32 @@ def test_metrics_of_one_pair_share_one_computation() -> None:
         again.pred_to_ref[0] = 1.0
     surface_module.clear_memo()
     assert surface_distances(q, r, (1.0, 2.0, 1.5)) is not again
+
+
+def _brute_surface(m: np.ndarray, spacing: tuple[float, ...]) -> np.ndarray:
+    pad = np.pad(m, 1)
+    inner = np.ones_like(m, dtype=bool)
+    for ax in range(m.ndim):
+        for s in (-1, 1):
+            inner &= np.roll(pad, s, axis=ax)[tuple(slice(1, -1) for _ in range(m.ndim))]
+    return np.argwhere(m & ~inner) * np.asarray(spacing)
+
+
+def test_voxel_metrics_match_brute_force_on_balls() -> None:
+    rng = np.random.default_rng(3)
+    zz, yy, xx = np.mgrid[:12, :14, :16]
+    sp = (2.0, 1.0, 0.5)
+    for _ in range(3):
+        c1, c2 = rng.uniform(4, 9, 3), rng.uniform(4, 9, 3)
+        p = ((zz - c1[0]) ** 2 + (yy - c1[1]) ** 2 + (xx - c1[2]) ** 2) < 12
+        r = ((zz - c2[0]) ** 2 + (yy - c2[1]) ** 2 + (xx - c2[2]) ** 2) < 16
+        a, b = _brute_surface(p, sp), _brute_surface(r, sp)
+        d = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+        d_pr, d_rp = d.min(1), d.min(0)
+        assert hd95(p, r, sp) == pytest.approx(
+            max(np.percentile(d_pr, 95), np.percentile(d_rp, 95)), abs=1e-12)
+        assert hd(p, r, sp) == pytest.approx(max(d_pr.max(), d_rp.max()), abs=1e-12)
+        assert masd(p, r, sp) == pytest.approx((d_pr.mean() + d_rp.mean()) / 2, abs=1e-12)
+        both = np.concatenate([d_pr, d_rp])
+        assert assd(p, r, sp) == pytest.approx(both.mean(), abs=1e-12)
+        assert nsd_1mm(p, r, sp) == pytest.approx(np.mean(both <= 1.0), abs=1e-12)
