@@ -1,6 +1,7 @@
 """The challenge kit (ReX-MLE): grade a submission folder with the card's registered metrics and
 place it on the human leaderboard. The run's pool holds the challenge's references under
-``private/`` (``reference.csv`` and the files it names; challenge data is not shipped)."""
+``private/`` (``test_labels.csv`` — or the older ``reference.csv`` — and the files it names;
+challenge data is not shipped; ``medflows challenge synthetic`` writes a synthetic case)."""
 
 from __future__ import annotations
 
