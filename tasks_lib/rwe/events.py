@@ -143,9 +143,9 @@ def icustays(stays: pd.DataFrame, careunit: dict[str, str]) -> pd.DataFrame:
 
 
 def _panel(rng: Rng, n: int, sofa: NDArray[Any], items: list[str]) -> pd.DataFrame:
-    """The background lab panel of ``n`` stays: each item twice in the first-day window and
+    """The background lab panel of ``n`` stays: each item once in the first-day window and
     once on day 3; values around the reference range, worse with SOFA."""
-    slots = [(-5.0, 8.0), (8.0, 23.0), (48.0, 72.0)]
+    slots = [(-5.0, 20.0), (48.0, 72.0)]
     rows = np.tile(np.arange(n), len(items) * len(slots))
     item = np.repeat(items, len(slots) * n)
     slot = np.tile(np.repeat(np.arange(len(slots)), n), len(items))

@@ -138,7 +138,7 @@ LABS: dict[str, LabItem] = {
 
 BACKGROUND_LABS = ["creatinine", "glucose", "sodium", "potassium", "bun", "wbc", "platelets",
                    "bilirubin", "inr"]
-"""The panel drawn for every ICU stay (twice in the first-day window, once on day 3)."""
+"""The panel drawn for every ICU stay (once in the first-day window, once on day 3)."""
 
 
 class Drug(NamedTuple):

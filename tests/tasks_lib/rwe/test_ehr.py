@@ -19,13 +19,13 @@ PINNED = Path(__file__).resolve().parents[3] / "datasets" / "rwe" / "schema" / \
 
 @pytest.fixture(scope="module")
 def small() -> ehr.EHR:
-    return ehr.generate(7, 1500)
+    return ehr.generate(7, 1000)
 
 
 def test_same_seed_same_hash_other_seed_other_hash(small: ehr.EHR) -> None:
     first = ehr.table_hashes(ehr.table_csvs(small))
-    again = ehr.table_hashes(ehr.table_csvs(ehr.generate(7, 1500)))
-    other = ehr.table_hashes(ehr.table_csvs(ehr.generate(8, 1500)))
+    again = ehr.table_hashes(ehr.table_csvs(ehr.generate(7, 1000)))
+    other = ehr.table_hashes(ehr.table_csvs(ehr.generate(8, 1000)))
     assert first == again
     assert ehr.content_hash(first) == ehr.content_hash(again)
     assert ehr.content_hash(first) != ehr.content_hash(other)
