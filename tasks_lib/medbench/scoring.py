@@ -166,11 +166,13 @@ def score_predictions(manifest: MedBenchManifest, items: list[PublicItem],
     per_case: list[CaseScore] = []
     judge_errors: dict[str, str] = {}
     choice: dict[str, float] = {}
+    judges: set[str] = set()
     for task_id, task_refs in sorted(by_task.items()):
         entry = manifest.tasks[task_id]
         judged = (_judge(task_refs, public, answers, entry.judge_weights, judge_model)
                   if entry.answer_type is AnswerType.OPEN_ENDED else {})
         values = task_metrics(task_refs, answers, judged)
+        judges.update(f"{j.judge_model} with {j.rubric_version}" for j in judged.values())
         listed = [m for m in entry.metrics if m in values] or list(values)
         errors = sum(j.value is None for j in judged.values())
         groups[task_id] = {**values, "score": 100 * sum(values[m] for m in listed) / len(listed),
@@ -197,7 +199,8 @@ def score_predictions(manifest: MedBenchManifest, items: list[PublicItem],
                          if unknown else "",
                          f"{failed} items unanswered: the model call failed" if failed else "",
                          f"{len(judge_errors)} open-ended items have no judge value "
-                         "(judge_error; counted, not scored as 0)" if judge_errors else ""] if n]
+                         "(judge_error; counted, not scored as 0)" if judge_errors else "",
+                         f"judged by {', '.join(sorted(judges))}" if judges else ""] if n]
     answered = sum(1 for k in refs if k in answers)
     return Scored(agg.overall, metrics, groups, per_case,
                   answered / len(refs) if refs else 0.0, notes, judge_errors)
