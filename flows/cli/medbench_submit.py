@@ -40,10 +40,11 @@ def download(
     seed: int = typer.Option(None, help="Seed of item order and option permutations "
                                         "(default: random; recorded either way)."),
 ) -> None:
-    """Write a new randomized public split (prompts + answer schema, never a reference) and
-    record it server-side; prints the split as JSON."""
+    """Write a new randomized public split (prompts + answer schema, never a reference; images
+    of multimodal items in images/ beside it) and record it server-side; prints the split as
+    JSON."""
     from tasks_lib.medbench import accounts
-    from tasks_lib.medbench.splits import make_split, split_jsonl
+    from tasks_lib.medbench.splits import make_split, split_jsonl, write_images
 
     source = split_source(subset, pool)
     charge = None
@@ -53,7 +54,9 @@ def download(
     split = make_split(source, submitter, seed, charge=charge)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(split_jsonl(split), encoding="utf-8")
-    echo_json({**split.info.model_dump(mode="json"), "out": str(out.resolve())})
+    n_images = write_images(split, out.parent)
+    echo_json({**split.info.model_dump(mode="json"), "out": str(out.resolve()),
+               "n_images": n_images})
 
 
 @medbench_app.command("upload")

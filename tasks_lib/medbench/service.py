@@ -3,18 +3,16 @@
 Every route but ``GET /v1/health`` needs an API key (header ``X-API-Key``, or ``Authorization:
 Bearer <key>``): none or a wrong one → 401. Routes:
 
-=========================  =====================================================================
-``POST /v1/submitters``    admin: register a submitter ``{name, admin, uploads_per_day,
-                           items_per_minute}`` → ``{name, api_key}`` (the key is shown once)
-``POST /v1/endpoints``     register a model endpoint for API mode ``{model_name, model_version,
-                           model, api_base}``
-``GET /v1/endpoints``      the caller's endpoints
-``POST /v1/splits``        download a new randomized split ``{subset?, seed?}`` → ``{split,
-                           items}`` (public items only; charged to items per minute)
-``POST /v1/submissions``   upload predictions (JSONL body; query ``model_version``,
-                           ``model_name``) → the version-locked submission with its score
-``GET /v1/submissions``    the caller's submissions with their newest scores (``/{id}``: one)
-=========================  =====================================================================
+* ``POST /v1/submitters`` (admin): register ``{name, admin, uploads_per_day, items_per_minute}``
+  → ``{name, api_key}`` (the key is shown once, stored hashed);
+* ``POST /v1/endpoints`` / ``GET /v1/endpoints``: register (list) model endpoints for API mode
+  ``{model_name, model_version, model, api_base}``;
+* ``POST /v1/splits``: a new randomized split ``{subset?, seed?}`` → ``{split, items}`` (public
+  items only; charged to items per minute); ``GET /v1/splits/{split_id}/images/{name}``: an
+  image of one of the caller's splits (a multimodal item's ``image`` is ``images/<name>``);
+* ``POST /v1/submissions``: upload predictions (JSONL body; query ``model_version``,
+  ``model_name``) → the version-locked submission with its score;
+* ``GET /v1/submissions`` (``/{id}``): the caller's submissions with their newest scores.
 
 Over a rate limit → 429 with ``Retry-After`` (seconds); a malformed upload → 422 with every bad
 line (``errors: [{line, reason}]``) and nothing written. No route returns a reference, a key
@@ -25,11 +23,12 @@ info, submission views and score summaries only.
 from __future__ import annotations
 
 import math
+import mimetypes
 from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 
 from evaluators.core import Frozen, InputDataError, UnknownNameError
@@ -38,7 +37,7 @@ from tasks_lib.ledger.tables import EndpointRow
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import RateLimited, Submitter
 from tasks_lib.medbench.items import PublicItem
-from tasks_lib.medbench.splits import SplitInfo, make_split
+from tasks_lib.medbench.splits import SplitInfo, image_bytes, make_split
 from tasks_lib.medbench.submissions import (
     SubmissionView,
     UploadRejected,
@@ -192,6 +191,15 @@ def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
         split = make_split(pool, who.name, body.seed,
                            charge=lambda n: accounts.charge_items(who, n))
         return SplitDownload(split=split.info, items=split.items)
+
+    @app.get("/v1/splits/{split_id}/images/{name}")
+    def split_image(split_id: str, name: str, who: Caller) -> Response:
+        row = ledger.get_split(split_id)
+        data = None if row is None or row.submitter != who.name else image_bytes(row, name)
+        if data is None:
+            raise HTTPException(404, f"no image {name!r} in a split of yours")
+        kind = mimetypes.guess_type(name)[0] or "application/octet-stream"
+        return Response(data, media_type=kind)
 
     @app.post("/v1/submissions", status_code=201)
     async def upload(request: Request, who: Caller,

@@ -18,6 +18,7 @@ import secrets
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
+from pathlib import Path, PurePosixPath
 
 from pydantic import Field
 
@@ -26,7 +27,10 @@ from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger.tables import SplitRow
 from tasks_lib.medbench.items import AnswerType, PublicItem, read_manifest, read_public_items
 from tasks_lib.rotation import resolve_pool
+from tasks_lib.storage import Storage
 
+IMAGES_DIR = "images"
+"""Folder (beside the downloaded split file) of the split's images."""
 SPLIT_VALIDITY_S = 14 * 86_400.0
 """How long a split accepts uploads (spec §6.2: 14 days)."""
 
@@ -39,6 +43,8 @@ class SplitEntry(Frozen):
     letters: dict[str, str] | None = Field(
         default=None, description="Single choice: letter shown in the split → the pool item's "
                                   "letter.")
+    image: str | None = Field(default=None, description="The pool's image path of the item "
+                                                        "(the split names it by its split id).")
 
 
 class SplitMapping(Frozen):
@@ -78,18 +84,27 @@ def split_of(item_id: str) -> str:
     return item_id.rsplit("-", 1)[0] if "-" in item_id else ""
 
 
+def split_image(opaque: str, pool_image: str) -> str:
+    """The name a split gives an item's image (``images/<split item id><suffix>``): pool file
+    names would let items be matched across splits."""
+    return f"{IMAGES_DIR}/{opaque}{PurePosixPath(pool_image).suffix}"
+
+
 def _shuffled(item: PublicItem, sid: str, rng: random.Random) -> tuple[PublicItem, SplitEntry]:
     opaque = split_item_id(sid, item.item_id)
+    update: dict[str, object] = {"item_id": opaque}
+    if item.image:
+        update["image"] = split_image(opaque, item.image)
     if item.answer_type is not AnswerType.SINGLE_CHOICE or not item.options:
-        entry = SplitEntry(item_id=item.item_id, answer_type=item.answer_type)
-        return item.model_copy(update={"item_id": opaque}), entry
+        entry = SplitEntry(item_id=item.item_id, answer_type=item.answer_type, image=item.image)
+        return item.model_copy(update=update), entry
     shown = sorted(item.options)
     source = shown.copy()
     rng.shuffle(source)
-    options = {new: item.options[old] for new, old in zip(shown, source, strict=True)}
-    entry = SplitEntry(item_id=item.item_id, answer_type=item.answer_type,
+    update["options"] = {new: item.options[old] for new, old in zip(shown, source, strict=True)}
+    entry = SplitEntry(item_id=item.item_id, answer_type=item.answer_type, image=item.image,
                        letters=dict(zip(shown, source, strict=True)))
-    return item.model_copy(update={"item_id": opaque, "options": options}), entry
+    return item.model_copy(update=update), entry
 
 
 def info(row: SplitRow) -> SplitInfo:
@@ -146,3 +161,27 @@ def mapping(row: SplitRow) -> SplitMapping:
 def split_jsonl(split: Split) -> str:
     """The downloaded file: one public item per line."""
     return "".join(item.model_dump_json() + "\n" for item in split.items)
+
+
+def image_bytes(row: SplitRow, name: str) -> bytes | None:
+    """The bytes of the split image ``images/<name>`` (None: the split has no such image)."""
+    for opaque, entry in mapping(row).entries.items():
+        if entry.image and split_image(opaque, entry.image) == f"{IMAGES_DIR}/{name}":
+            return Storage(row.pool_url).read_bytes(entry.image)
+    return None
+
+
+def write_images(split: Split, folder: Path) -> int:
+    """Copy the split's images into ``folder`` (as ``images/<split item id><suffix>``, the
+    names its items carry); returns how many."""
+    row = ledger.get_split(split.info.split_id)
+    assert row is not None
+    pool = Storage(row.pool_url)
+    n = 0
+    for opaque, entry in mapping(row).entries.items():
+        if entry.image:
+            target = folder / split_image(opaque, entry.image)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(pool.read_bytes(entry.image))
+            n += 1
+    return n

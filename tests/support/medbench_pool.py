@@ -87,15 +87,26 @@ def answers_for(split_items: list[dict[str, Any]]) -> str:
     return "".join(json.dumps(r) + "\n" for r in rows)
 
 
-def write_pool(root: Storage, pool_id: str = "mbhand", version: int = 1) -> str:
-    """Write the pool under ``root``; returns its root URL."""
+IMAGE = "public/images/nodule-r1.png"
+IMAGE_BYTES = b"\x89PNG\r\n\x1a\n" + b"stand-in bytes of the nodule image"
+"""With ``image=True`` the region item names this image (bytes are a stand-in: only copied)."""
+
+
+def write_pool(root: Storage, pool_id: str = "mbhand", version: int = 1,
+               image: bool = False) -> str:
+    """Write the pool under ``root`` (``image``: the region item has an image); returns its
+    root URL."""
+    items = [({**p, "image": IMAGE} if image and p["answer_type"] == "region" else p, r)
+             for p, r in ITEMS]
+    if image:
+        root.write_bytes(IMAGE, IMAGE_BYTES)
     h = hashlib.sha256()
-    for public, private in ITEMS:
+    for public, private in items:
         h.update(json.dumps({"public": public, "private": private}, sort_keys=True).encode())
     tasks = {t: {"dimension": d, "specialty": s, "answer_type": a, "metrics": m,
                  "n_items": sum(p["task_id"] == t for p, _ in ITEMS), "source": "hand-written"}
              for t, (d, s, a, m) in TASKS.items()}
-    root.write_text(PUBLIC_ITEMS, "".join(json.dumps(p) + "\n" for p, _ in ITEMS))
+    root.write_text(PUBLIC_ITEMS, "".join(json.dumps(p) + "\n" for p, _ in items))
     root.write_text(REFERENCES, "".join(json.dumps(r) + "\n" for _, r in ITEMS))
     root.write_json(MANIFEST, {
         "pool_id": pool_id, "version": version, "content_hash": h.hexdigest(),

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import httpx
 import pytest
 from support.medbench_pool import (
+    IMAGE_BYTES,
     OVERALL,
     activate_subset_of,
     answers_for,
@@ -121,7 +122,7 @@ def _thread(pool: str, port: int) -> Iterator[int]:
 def service(request: pytest.FixtureRequest, prefect_harness: None,
             tmp_path_factory: pytest.TempPathFactory) -> Iterator[Service]:
     root = tmp_path_factory.mktemp("mbservice")
-    pool = write_pool(Storage(str(root / "pool" / "v1")))
+    pool = write_pool(Storage(str(root / "pool" / "v1")), image=True)
     admin = accounts.register("admin" + uuid.uuid4().hex[:6], admin=True)
     port = _free_port()
     BODIES.clear()
@@ -225,6 +226,19 @@ def test_two_uploads_of_one_lock_are_versions_1_and_2(service: Service) -> None:
     other = _submitter(service)
     assert call(service, "GET", f"/v1/submissions/{a['submission_id']}",
                 other).status_code == 404
+
+
+def test_split_images_are_served_to_their_owner_only(service: Service) -> None:
+    key, other = _submitter(service), _submitter(service)
+    split = _split(service, key)
+    [image] = [i["image"] for i in split["items"] if i["image"]]
+    path = f"/v1/splits/{split['split']['split_id']}/{image}"
+    r = call(service, "GET", path, key)
+    assert r.status_code == 200 and r.content == IMAGE_BYTES
+    assert r.headers["content-type"] == "image/png"
+    assert call(service, "GET", path, other).status_code == 404
+    assert call(service, "GET", path).status_code == 401
+    assert call(service, "GET", path.rsplit("/", 1)[0] + "/x.png", key).status_code == 404
 
 
 def test_rate_limits_answer_429_with_retry_after(service: Service) -> None:

@@ -8,7 +8,13 @@ import uuid
 from pathlib import Path
 
 import pytest
-from support.medbench_pool import ITEMS, activate_subset_of, secret_strings, write_pool
+from support.medbench_pool import (
+    IMAGE_BYTES,
+    ITEMS,
+    activate_subset_of,
+    secret_strings,
+    write_pool,
+)
 
 from evaluators.core import InputDataError
 from tasks_lib.ledger import medbench as ledger
@@ -21,7 +27,7 @@ from tasks_lib.medbench.items import (
     read_predictions,
     read_public_items,
 )
-from tasks_lib.medbench.splits import Split, make_split, mapping, split_jsonl
+from tasks_lib.medbench.splits import Split, make_split, mapping, split_jsonl, write_images
 from tasks_lib.medbench.submissions import (
     UploadRejected,
     original_letter,
@@ -94,6 +100,15 @@ def test_a_split_of_the_active_subset_names_the_subset_version(tmp_path: Path) -
     assert sorted(i.prompt for i in split.items) == sorted(i.prompt for i in subset_items)
     with pytest.raises(InputDataError, match="no active version"):
         make_split("active:no-such-subset")
+
+
+def test_images_are_renamed_per_split_and_copied(tmp_path: Path) -> None:
+    pool = write_pool(Storage(str(tmp_path / "pool" / "v1")), image=True)
+    split = make_split(pool, seed=1)
+    [item] = [i for i in split.items if i.image]
+    assert item.image == f"images/{item.item_id}.png" and "nodule-r1" not in split_jsonl(split)
+    assert write_images(split, tmp_path / "dl") == 1
+    assert (tmp_path / "dl" / item.image).read_bytes() == IMAGE_BYTES
 
 
 def test_options_are_permuted_and_the_mapping_points_back(pool: str) -> None:
