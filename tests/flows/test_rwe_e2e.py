@@ -1,0 +1,69 @@
+"""RWE end to end under the Prefect test harness: construct (generate + load + publish through
+the data side's construct flow, 8,000 patients, into medflows' own scram-auth cluster), execute
+(scripted agents in the bwrap sandbox through ``medflows run cell``), score (metrics +
+screening, the one score flow), report (``medflows report rwe`` and the generic leaderboard)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+from typer.testing import CliRunner
+
+from tests.tasks_lib.rwe.pool_support import N_PATIENTS, study_cluster
+
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness"),
+              pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")]
+
+STUDY = "statin-sepsis"
+
+
+def _cli(*args: str) -> object:
+    from flows.cli import run, runs, rwe_report  # noqa: F401  (register the commands)
+    from flows.cli.groups import app
+
+    out = CliRunner().invoke(app, list(args))
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+def test_construct_execute_score_report() -> None:
+    from flows.rwe import construct_rwe
+    from flows.score import score_run
+    from tasks_lib.rwe.cluster import connect
+    from tasks_lib.rwe.roles import leftover_roles
+
+    _, server = study_cluster()
+    conn = connect(server, "postgres")
+    conn.cursor().execute("DROP DATABASE IF EXISTS rwe_e2e")
+    conn.cursor().execute("CREATE DATABASE rwe_e2e")
+    conn.close()
+    e2e = server.model_copy(update={"database": "rwe_e2e"})
+    published = construct_rwe(seed=1, n_patients=N_PATIENTS, database_url=e2e.url(),
+                              pool_id="rwe-e2e", studies=[STUDY, "ppi-influenza-null"])
+    assert published.manifest.studies == [STUDY, "ppi-influenza-null"]
+    assert published.manifest.database == "rwe_e2e"
+
+    honest = _cli("run", "cell", "--agent", "rwe-honest", "--task", STUDY, "--json")
+    fabricate = _cli("run", "cell", "--agent", "rwe-fabricate", "--task", STUDY, "--json")
+    assert isinstance(honest, dict) and isinstance(fabricate, dict)
+    assert honest["status"] == "completed" and honest["metrics"]["rwe_sr"] == 1.0
+    assert honest["metrics"]["rwe_sr_screened"] == 1.0 and honest["task_score"] == 1.0
+    assert fabricate["metrics"]["cohort_valid"] == 0.0
+    assert fabricate["metrics"]["rwe_sr_screened"] == 0.0
+    assert leftover_roles(e2e) == []
+
+    again = score_run(honest["run_id"])  # append-only: the stored card comes back
+    assert again.evaluator_version == honest["evaluator_version"] == "rwe-1"
+    assert again.metrics == honest["metrics"]
+
+    report = _cli("report", "rwe", "--task", STUDY, "--json")
+    assert isinstance(report, dict)
+    rows = {r["agent_id"]: r for r in report["rows"]}
+    assert rows["rwe-honest"]["values"]["SR"]["mean"] == 100.0
+    assert rows["rwe-honest"]["values"]["Steps"]["mean"] == 4.0
+    assert rows["rwe-fabricate"]["values"]["SR_screened"]["mean"] == 0.0
+    board = _cli("report", "--task", STUDY, "--json")
+    assert isinstance(board, dict)
+    assert {r["agent_id"] for r in board["rows"]} >= {"rwe-honest", "rwe-fabricate"}
