@@ -2,8 +2,8 @@
 audits: :func:`tasks_lib.audit.require_clean` writes ``audit.json``).
 
 Checks: ``answer_key`` (the public view carries no answer, key or value), ``database_leak``
-(the study database holds only the documented tables and columns, without comments, so no gold
-answer or planted parameter can hide there; spec §11.15), ``trap_panel`` (every study has traps
+(the agent-readable schemas of the study database hold only the documented tables and columns,
+without comments, so no gold answer or planted parameter can hide there; spec §11.15), ``trap_panel`` (every study has traps
 and each flipped a scored field) and ``null_agents`` (constant-letter agents that answer every
 field with a null effect stay below the SR floor).
 """
@@ -51,7 +51,7 @@ def _database_leak(url: str, schemas: SchemaNames) -> Finding:
             for c in schema.columns(t)}
     with psycopg2.connect(**dsn(url)) as conn, conn.cursor() as cur:
         cur.execute("SELECT table_schema, table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")
+                    "WHERE table_schema = ANY(%s)", (list(names.values()),))
         got = {tuple(r) for r in cur.fetchall()}
         cur.execute("SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = d.objoid "
                     "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s)",
