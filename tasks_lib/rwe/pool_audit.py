@@ -4,8 +4,8 @@ audits: :func:`tasks_lib.audit.require_clean` writes ``audit.json``).
 Checks: ``answer_key`` (the public view carries no answer, key or value), ``database_leak``
 (the agent-readable schemas of the study database hold only the documented tables and columns,
 without comments, so no gold answer or planted parameter can hide there; spec §11.15),
-``trap_panel`` (every study has traps and each flipped a scored field) and ``null_agents`` (constant-letter agents that answer every
-field with a null effect stay below the SR floor).
+``trap_panel`` (every study has traps and each flipped a scored field) and ``null_agents``
+(constant-letter agents that answer every field with a null effect stay below the SR floor).
 """
 
 from __future__ import annotations
