@@ -69,10 +69,12 @@ def build_imaging(
 
 def _build_from_folder(folder: Path, track: str | None, task_id: str | None, out: str | None,
                        audit_override: str | None) -> str:
-    """Check the folder's card and layout here (one error line, no flow), then run construct."""
+    """Check the folder in full here (one error line, no flow, nothing written), then run
+    construct, whose ingest and validate steps read it again."""
     from flows.construct import construct_imaging
+    from tasks_lib.imaging.checks import check_rendered
     from tasks_lib.imaging.dataset import FOLDER_TRACKS, folder_card
-    from tasks_lib.imaging.ingest import scan_images
+    from tasks_lib.imaging.ingest import ingest_folder
 
     names = [t.value for t in FOLDER_TRACKS]
     if track not in names:
@@ -80,7 +82,7 @@ def _build_from_folder(folder: Path, track: str | None, task_id: str | None, out
                                         f"{', '.join(names)}")
     root = folder.resolve()
     card = folder_card(root, Track(track), task_id)
-    scan_images(root, card.track)
+    check_rendered(card.track, ingest_folder(root, card.track))
     return construct_imaging(card.task_id, location(out) if out else None, audit_override,
                              from_dir=str(root), track=track)
 
