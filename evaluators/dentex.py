@@ -32,7 +32,9 @@ Port conventions kept, with their caveats:
 from __future__ import annotations
 
 import contextlib
+import functools
 import io
+import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -112,13 +114,30 @@ def coco_stats(predictions: Sequence[Any], references: Sequence[Any],
     return np.asarray(evaluation.stats, dtype=np.float64)
 
 
+@functools.lru_cache(maxsize=8)
+def _cached_stats(documents: str, aspect: str) -> tuple[float, ...]:
+    predictions, references = json.loads(documents)
+    return tuple(float(v) for v in coco_stats(predictions, references, aspect))
+
+
+def aspect_stats(predictions: Sequence[Any], references: Sequence[Any],
+                 aspect: str) -> tuple[float, ...]:
+    """:func:`coco_stats`, computed once per (documents, aspect): the 16 DENTEX columns share
+    three COCOeval runs instead of 24."""
+    try:
+        documents = json.dumps([list(predictions), list(references)], sort_keys=True)
+    except (TypeError, ValueError):
+        raise InvalidSubmissionError("DENTEX predictions must be plain JSON") from None
+    return _cached_stats(documents, aspect)
+
+
 def _dentex(stat: str) -> Any:
     def fn(predictions: Sequence[Any], references: Sequence[Any], *,
            aspects: Sequence[str]) -> float:
         unknown = set(aspects) - set(ASPECTS)
         if unknown or not aspects:
             raise ValueError(f"aspects must be among {list(ASPECTS)}, not {list(aspects)}")
-        return float(np.mean([coco_stats(predictions, references, a)[STATS[stat]]
+        return float(np.mean([aspect_stats(predictions, references, a)[STATS[stat]]
                               for a in aspects]))
 
     fn.__doc__ = f"COCO bbox {stat.upper()} averaged over ``aspects`` (DENTEX)."
