@@ -37,3 +37,15 @@ def test_dicom_and_nifti_headers_are_stripped() -> None:
     assert out.artifacts[2].data == b"{}"
     assert out.record.files == 2
     assert {"PatientName", "InstitutionName", "descrip"} <= set(out.record.fields_cleared)
+    assert out.record.removed["PatientName"] == 1 and out.record.removed["descrip"] == 1
+
+
+def test_prior_removals_are_added_to_the_record() -> None:
+    """What ingest removed from DICOM slices is counted with what de-identify blanks later."""
+    from tasks_lib.imaging.types import DeidRecord
+
+    nii = codecs.nifti_bytes(np.zeros((2, 2, 2), np.uint8), (1, 1, 1), "site=X")
+    prior = DeidRecord(files=3, fields_cleared=["PatientName"], removed={"PatientName": 3})
+    out = deidentify([Artifact(key="v.nii.gz", visibility=Visibility.PUBLIC, data=nii)], prior)
+    assert out.record == DeidRecord(files=4, fields_cleared=["PatientName", "descrip"],
+                                    removed={"PatientName": 3, "descrip": 1})

@@ -186,6 +186,34 @@ def test_spacing_mismatch_is_refused_naming_the_label(tmp_path: Path) -> None:
                                        "mm, image [2, 2, 3] mm")
 
 
+def test_affine_mismatch_is_refused_naming_the_label(tmp_path: Path) -> None:
+    folder = nifti_folder(tmp_path / "mni")
+    img = nib.load(folder / "labels" / "a.nii.gz")
+    moved = img.affine.copy()
+    moved[:3, 3] += [0.0, 4.0, 0.0]  # same spacing, origin 4 mm away
+    _nii(np.asarray(img.dataobj), moved, folder / "labels" / "a.nii.gz")
+    assert _refusal(folder).startswith("labels/a.nii.gz: affine mismatch")
+
+
+def test_tiff_images_and_labels_ingest(tmp_path: Path) -> None:
+    import tifffile
+
+    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.dataset import folder_card
+
+    folder = png_folder(tmp_path / "coins")
+    for sub in ("images", "labels"):
+        png = folder / sub / "coins-top.png"
+        tifffile.imwrite(folder / sub / "coins-top.tif", codecs.png_load(png.read_bytes()))
+        png.unlink()
+    card = folder_card(folder, Track.SEGMENTATION, "byod-tif")
+    got = steps.ingest.fn(card, str(folder))
+    steps.validate.fn(card, got)
+    top = next(c for c in got.cases if c.case_id == "coins-top")
+    assert (top.shape, top.spacing, top.origin) == ([150, 190, 1], [0.5, 0.5, 1.0],
+                                                    "images/coins-top.tif")
+
+
 def test_inconsistent_dicom_geometry_is_refused_naming_the_slice(tmp_path: Path) -> None:
     import pydicom
 
