@@ -115,3 +115,18 @@ def register(
         echo_json(accounts.issue_key(name))
         return
     echo_json(accounts.register(name, admin, uploads_per_day, items_per_minute))
+
+
+@medbench_app.command("submissions")
+@user_errors()
+def submissions(
+    submitter: str = typer.Option(None, help="Only this submitter's submissions."),
+    pool: str = typer.Option(None, help="Only submissions on this pool or subset id."),
+) -> None:
+    """Version-locked submissions (upload and API mode) with their newest scores, oldest first,
+    as JSON."""
+    from tasks_lib.ledger import medbench as ledger
+    from tasks_lib.medbench.submissions import view
+
+    filters = {k: v for k, v in {"submitter": submitter, "pool_id": pool}.items() if v}
+    echo_json([view(r) for r in ledger.submissions(**filters)])

@@ -66,6 +66,9 @@ def test_download_upload_scored_into_the_ledger_with_its_lock(tmp_path: Path) ->
     rows = ledger.submissions(submitter=name)
     assert [(r.version, r.model_version) for r in rows] == [(1, "2026.11"), (2, "2026.11")]
     assert all(store.scores_for([r.run_id]) for r in rows)
+    listed = json.loads(_cli("medbench", "submissions", "--submitter", name)[0])
+    assert [(s["version"], s["task_score"]) for s in listed] == [(1, pytest.approx(OVERALL)),
+                                                                (2, pytest.approx(OVERALL))]
     for text in (json.dumps(first), json.dumps(again)):
         assert [s for s in secret_strings() if s in text] == []
 
