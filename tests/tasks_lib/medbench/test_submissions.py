@@ -234,3 +234,24 @@ def test_api_keys_are_stored_hashed_and_checked() -> None:
     renewed = accounts.issue_key(name)
     assert accounts.authenticate(issued.api_key) is None
     assert accounts.authenticate(renewed.api_key) is not None
+
+
+def test_register_command_prints_a_working_key_once() -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import medbench_submit  # noqa: F401  (registers the commands)
+    from flows.cli.groups import app
+
+    name = _name()
+    first = CliRunner().invoke(app, ["medbench", "register", name, "--uploads-per-day", "3"])
+    assert first.exit_code == 0, first.output
+    key = json.loads(first.stdout)["api_key"]
+    who = accounts.authenticate(key)
+    assert who is not None and (who.name, who.uploads_per_day, who.admin) == (name, 3, False)
+    again = CliRunner().invoke(app, ["medbench", "register", name])
+    assert again.exit_code == 2 and "already registered" in again.stderr
+    renewed = CliRunner().invoke(app, ["medbench", "register", name, "--new-key"])
+    assert renewed.exit_code == 0 and accounts.authenticate(key) is None
+    assert accounts.authenticate(json.loads(renewed.stdout)["api_key"]) is not None
+    bad = CliRunner().invoke(app, ["medbench", "register", "no/slash"])
+    assert bad.exit_code == 2 and bad.stderr.startswith("error: submitter: invalid name")
