@@ -17,6 +17,7 @@ import hmac
 import re
 import secrets
 import time
+from datetime import UTC, datetime
 
 from pydantic import Field
 
@@ -59,8 +60,10 @@ class RateLimited(Exception):
         limit = refusal.limit
         what = ("uploads per day" if limit.kind is LimitKind.UPLOAD else "items per minute")
         wait = refusal.retry_after_s
+        reset = "" if wait is None else datetime.fromtimestamp(
+            time.time() + wait, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
         when = ("never: the request alone exceeds the limit" if wait is None
-                else f"retry in {wait:.0f} s")
+                else f"retry in {wait:.0f} s (at {reset})")
         super().__init__(f"rate limit: {limit.limit} {what} (used {refusal.used}); {when}")
 
 
