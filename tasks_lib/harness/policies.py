@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from tasks_lib.harness.messages import TOOLS, AgentTurn, ChatMessage, ToolCall, ToolName
 from tasks_lib.llm import LiteLLMCompletion, call_scope
@@ -38,20 +38,24 @@ class LiteLLMPolicy:
         salt: what makes this run's calls distinct from an otherwise identical run's in the call
             cache (its replicate), so replicates never share replies.
         door: the call layer instance (default: one for ``api_base``).
+        tools: tool schemas sent with every call (default: execute_code and submit_results;
+            RWE runs send theirs).
     """
 
     def __init__(self, model: str, api_base: str | None = None, temperature: float = 0.0,
                  max_tokens: int = 4096, retries: int = 4, base_delay: float = 1.0,
-                 salt: str = "", door: LiteLLMCompletion | None = None) -> None:
+                 salt: str = "", door: LiteLLMCompletion | None = None,
+                 tools: list[dict[str, Any]] | None = None) -> None:
         self.model, self.temperature, self.max_tokens = model, temperature, max_tokens
-        self.salt = salt
+        self.salt, self.tools = salt, tools or TOOLS
         self.door = door or LiteLLMCompletion(api_base=api_base, retries=retries,
                                               base_delay=base_delay)
 
     def next_turn(self, messages: Sequence[ChatMessage]) -> AgentTurn:
-        """One chat call with the two tools."""
+        """One chat call with the tools."""
         with call_scope(self.salt):
-            reply = self.door.chat(self.model, [m.to_openai() for m in messages], tools=TOOLS,
+            reply = self.door.chat(self.model, [m.to_openai() for m in messages],
+                                   tools=self.tools,
                                    temperature=self.temperature, max_tokens=self.max_tokens)
         return AgentTurn(
             content=reply.text or None,

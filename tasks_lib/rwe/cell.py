@@ -22,12 +22,13 @@ from tasks_lib.domain import RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness.cell import CellPlan, Execution, runs_root, sandbox_class
 from tasks_lib.harness.loop import LoopEnd, LoopLimits, LoopOutcome
+from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.trace import TraceRecorder
 from tasks_lib.records import RunRecord
 from tasks_lib.rwe import agents as scripted
 from tasks_lib.rwe.cluster import Server, default_cluster, study_server
 from tasks_lib.rwe.dblog import LogWatch
-from tasks_lib.rwe.loop import RweLoop
+from tasks_lib.rwe.loop import RWE_TOOLS, RweLoop
 from tasks_lib.rwe.pools import LoadedStudy
 from tasks_lib.rwe.roles import RoleLimits, RunRole, run_role
 from tasks_lib.rwe.session import AnswerSession
@@ -74,12 +75,21 @@ def plan_rwe_cell(agent_id: str, study_id: str, tier: Tier, backend: SandboxBack
                     limits=LIMITS.model_copy(update={"max_turns": turns}))
 
 
-def _policy(plan: CellPlan, loaded: LoadedStudy) -> scripted.RweScriptedPolicy:
+def _policy(plan: CellPlan, loaded: LoadedStudy) -> Policy:
+    """A scripted RWE analyst, or a tool-calling model with the RWE tools."""
     agent = plan.agent
+    if agent.harness is Harness.TOOL_LOOP:
+        base = agent.params.get("api_base")
+        return LiteLLMPolicy(agent.model, api_base=str(base) if base else None,
+                             temperature=float(agent.params.get("temperature", 0.0)),
+                             max_tokens=int(agent.params.get("max_tokens", 4096)),
+                             retries=int(agent.params.get("retries", 4)),
+                             salt=f"replicate:{plan.replicate}" if plan.replicate else "",
+                             tools=RWE_TOOLS)
     if agent.harness is not Harness.SCRIPTED:
-        raise InputDataError(agent.agent_id, "RWE cells run the scripted RWE agents "
-                                             "(rwe-honest, rwe-careless, rwe-fabricate, "
-                                             "rwe-escape); model agents are not wired yet")
+        raise InputDataError(agent.agent_id, f"uses harness {agent.harness.value!r}; RWE cells "
+                                             f"need {Harness.TOOL_LOOP.value!r} or "
+                                             f"{Harness.SCRIPTED.value!r} (rwe-honest, …)")
     kind = scripted.KINDS.get(agent.method or agent.agent_id)
     analysis, keys = card_keys(plan.task_id)
     return scripted.RweScriptedPolicy(kind, loaded.study, analysis, keys)

@@ -5,6 +5,7 @@ careless cohort flagged; escape attempts refused, run invalid, in the ledger).""
 from __future__ import annotations
 
 import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -80,3 +81,52 @@ def test_escape_agent_is_refused_and_its_run_invalid() -> None:
     assert card.invalid_reason is not None and card.invalid_reason.startswith("isolation")
     assert card.metrics["rwe_sr"] == 0.0
     assert leftover_roles(server) == []
+
+
+def test_a_model_agent_works_through_the_call_layer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``gpt-4o-mini@tools`` against the local OpenAI-compatible server: the RWE tools reach
+    the model, its SQL runs in the sandbox through the run's role (no toolkit mounted for
+    model agents), its cohort and answers go through submit_answers, and the run is scored."""
+    import json as _json
+    from typing import Any
+
+    from support.openai_server import FakeOpenAIServer
+
+    from tasks_lib.rwe.session import read_record
+    from tasks_lib.settings import reset_settings
+
+    pool = built_pool()
+    sql = ("import csv, psycopg2, rwe_db\n"
+           "cur = psycopg2.connect(rwe_db.DSN).cursor()\n"
+           "cur.execute('SELECT subject_id, hadm_id, stay_id, admission_age, true, los_icu, "
+           "first_icu_stay FROM mimiciv_derived.icustay_detail ORDER BY stay_id LIMIT 20')\n"
+           "rows = cur.fetchall()\n"
+           "w = csv.writer(open('/workspace/cohort.csv', 'w'))\n"
+           "w.writerow(['subject_id', 'hadm_id', 'stay_id', 'age', 'sepsis3', 'los_icu_days', "
+           "'first_icu_stay']); w.writerows(rows)\nprint(len(rows), 'rows')\n")
+    tools_seen: list[list[str]] = []
+
+    def model(body: dict[str, Any]) -> dict[str, Any]:
+        tools_seen.append([t["function"]["name"] for t in body.get("tools", [])])
+        opening = _json.loads(body["messages"][1]["content"].split("\n", 1)[1])
+        step = sum(m["role"] == "assistant" for m in body["messages"])
+        calls = [("execute_code", {"language": "python", "code": sql}),
+                 ("submit_answers", {"answers": {q["id"]: "A" for q in opening
+                                                 if q["kind"] == "mcq"}}),
+                 ("finish_task", {})]
+        name, args = calls[min(step, 2)]
+        return {"content": None, "tool_calls": [{"id": f"c{step}", "type": "function",
+                "function": {"name": name, "arguments": _json.dumps(args)}}]}
+
+    with FakeOpenAIServer(model) as srv:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", srv.base_url)
+        reset_settings()
+        record = rwe_execute_step.fn("gpt-4o-mini@tools", "statin-sepsis", pool=pool.url)
+    reset_settings()
+    assert tools_seen[0] == ["execute_code", "submit_answers", "finish_task"]
+    assert (record.status.value, record.end, record.turns) == ("completed", "finished", 3)
+    assert record.violations == [] and record.input_tokens
+    session = read_record(Path(run_store(record.run_id).child("submission").root_path))
+    assert session.cohort_sha256 is not None and set(session.answers.values()) == {"A"}
+    card = score_one(record.run_id)
+    assert card.metrics["cohort_rows"] == 20.0 and card.metrics["rwe_steps"] == 3.0
