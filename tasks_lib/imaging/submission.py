@@ -197,15 +197,16 @@ def load_image(data: bytes, name: str = "NPY", case: CaseEntry | None = None,
     """Parse an NPY image within ``limits`` (header checked before the array is allocated;
     pickles refused); :class:`InvalidSubmissionError` if not NPY, corrupt or too big."""
     f = io.BytesIO(data)
+    fmt: Any = np.lib.format  # untyped in some numpy releases
     try:
-        version = np.lib.format.read_magic(f)
+        version = fmt.read_magic(f)
     except ValueError:
         raise violation(name, "npy_format", "not an NPY file (no NPY magic string)") from None
     try:
         if version == (1, 0):
-            shape, _, dtype = np.lib.format.read_array_header_1_0(f)
+            shape, _, dtype = fmt.read_array_header_1_0(f)
         elif version == (2, 0):
-            shape, _, dtype = np.lib.format.read_array_header_2_0(f)
+            shape, _, dtype = fmt.read_array_header_2_0(f)
         else:
             raise violation(name, "npy_format", f"unsupported NPY version {version}")
     except (ValueError, SyntaxError, TypeError) as exc:
