@@ -26,7 +26,7 @@ from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.trace import TraceRecorder
 from tasks_lib.records import RunRecord
 from tasks_lib.rwe import agents as scripted
-from tasks_lib.rwe.cluster import Server, default_cluster, study_server
+from tasks_lib.rwe.cluster import Server, check_study_database, default_cluster, study_server
 from tasks_lib.rwe.dblog import LogWatch
 from tasks_lib.rwe.loop import RWE_TOOLS, RweLoop
 from tasks_lib.rwe.pools import LoadedStudy
@@ -133,6 +133,7 @@ def execute_rwe_cell(plan: CellPlan, loaded: LoadedStudy, limits: RoleLimits | N
                      ) -> Execution:
     """Run the agent with its own database role (dropped afterwards even on failure)."""
     server = study_server().model_copy(update={"database": loaded.manifest.database})
+    check_study_database(server, list(loaded.manifest.schemas.model_dump().values()))
     log = default_cluster().log if server.socket_dir is not None else None
     plan.workspace.mkdir(parents=True, exist_ok=True)
     recorder = TraceRecorder(plan.trace_dir)

@@ -262,3 +262,39 @@ def study_server() -> Server:
         check_no_trust(server)
         return server
     return default_cluster().start()
+
+
+def study_database_url(database: str = DATABASE) -> str:
+    """SQLAlchemy admin URL of ``database`` on the study server (created if missing): where
+    ``medflows pool build rwe`` must load the EHR for agents to find it."""
+    server = study_server().model_copy(update={"database": database})
+    ensure_database(server)
+    return server.url()
+
+
+def check_study_database(server: Server, schemas: list[str]) -> None:
+    """Fail with the fix when the pool's database or its schemas are not on the study server
+    (a pool built into another server, e.g. the shared trust-auth one)."""
+    conn = connect(server, "postgres")
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (server.database,))
+            found = cur.fetchone() is not None
+    finally:
+        conn.close()
+    missing = list(schemas)
+    if found:
+        conn = connect(server)
+        try:
+            with conn.cursor() as cur:
+                cur.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
+                            (list(schemas),))
+                present = {r[0] for r in cur.fetchall()}
+        finally:
+            conn.close()
+        missing = [s for s in schemas if s not in present]
+    if missing:
+        raise InputDataError(f"database {server.database}", f"the pool's study database "
+                             f"(schemas {', '.join(missing)}) is not on the study server; build "
+                             "the pool into it: medflows pool build rwe --database-url "
+                             "<tasks_lib.rwe.cluster.study_database_url()>")

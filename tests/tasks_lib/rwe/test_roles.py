@@ -111,3 +111,15 @@ def test_sweep_drops_roles_a_killed_run_left(rwe_server: Server) -> None:
     assert leftover_roles(rwe_server) == ["rwe_run_run_live", "scratch_run_live"]
     sweep_roles(rwe_server, expired_only=False)
     assert leftover_roles(rwe_server) == []
+
+
+def test_a_pool_database_missing_from_the_study_server_is_named(rwe_server: Server) -> None:
+    from evaluators.core import InputDataError
+    from tasks_lib.rwe.cluster import check_study_database
+
+    check_study_database(rwe_server, ["mimiciv_hosp", "mimiciv_icu"])
+    with pytest.raises(InputDataError, match="mimiciv_other"):
+        check_study_database(rwe_server, ["mimiciv_hosp", "mimiciv_other"])
+    elsewhere = rwe_server.model_copy(update={"database": "loaded_on_another_server"})
+    with pytest.raises(InputDataError, match="pool build rwe --database-url"):
+        check_study_database(elsewhere, ["mimiciv_hosp"])
