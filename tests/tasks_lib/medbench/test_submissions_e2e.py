@@ -88,3 +88,44 @@ def test_a_malformed_upload_is_one_error_line_and_changes_nothing(tmp_path: Path
     assert ledger.submissions(submitter=name) == [] and len(store.runs()) == n_runs
     _, err = _cli("medbench", "download", "--out", str(split_file), code=2)
     assert "give exactly one" in err
+
+
+@pytest.mark.slow
+def test_built_bank_rotated_downloaded_uploaded_scores_100(tmp_path: Path) -> None:
+    """The bank builder of the MedBench track, rotated and activated; a submitter who answers
+    every item of the downloaded split right (the test reads the right answers server side,
+    through the split's mapping) scores 100 on every task, and the lock names the subset."""
+    from flows.medbench import construct_medbench, rotate_medbench
+    from tasks_lib.medbench.items import read_references
+    from tasks_lib.medbench.splits import mapping
+
+    tag = uuid.uuid4().hex[:6]
+    construct_medbench(f"mbb{tag}", ["medqa-choice", "dicom-string", "lesion-boxes",
+                                     "report-labels"], str(tmp_path / "pool"))
+    subset_url = rotate_medbench(f"mbb{tag}", size=12, seed=7, subset_id=f"mbb{tag}-rot")
+    refs = read_references(subset_url)
+    name = "bank" + tag
+    split_file = tmp_path / "dl" / "split.jsonl"
+    split = json.loads(_cli("medbench", "download", "--out", str(split_file), "--subset",
+                            f"active:mbb{tag}-rot", "--submitter", name)[0])
+    items = [json.loads(line) for line in split_file.read_text().splitlines()]
+    assert split["pool_id"] == f"mbb{tag}-rot" and len(items) == len(refs)
+    assert split["n_images"] == sum(bool(i["image"]) for i in items) > 0
+    assert all((split_file.parent / i["image"]).is_file() for i in items if i["image"])
+    entries = mapping(ledger.get_split(split["split_id"])).entries  # type: ignore[arg-type]
+    rows = []
+    for item in items:
+        entry, ref = entries[item["item_id"]], refs[entries[item["item_id"]].item_id]
+        answer: object = {"single_choice": next(
+            (k for k, v in (entry.letters or {}).items() if v == ref.letter), None),
+            "multi_label": ref.labels, "extraction": ref.tuples, "region": ref.boxes,
+            "string": ref.text, "open_ended": ref.text}[ref.answer_type.value]
+        rows.append({"item_id": item["item_id"], "answer": answer})
+    preds = tmp_path / "preds.jsonl"
+    preds.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = json.loads(_cli("medbench", "upload", str(preds), "--submitter", name,
+                          "--model-version", "oracle-1", "--json")[0])
+    assert (out["submission"]["pool_id"], out["submission"]["version"]) == (f"mbb{tag}-rot", 1)
+    card = out["score_card"]
+    assert card["task_score"] == pytest.approx(100.0)
+    assert all(g["score"] == pytest.approx(100.0) for g in card["groups"].values())
