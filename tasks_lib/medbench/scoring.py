@@ -152,6 +152,19 @@ def _case(ref: Reference, pred: Prediction | None, judged: Judgement | None) -> 
                      values=values)
 
 
+def _notes(preds: dict[str, Prediction], refs: dict[str, Reference],
+           judge_errors: dict[str, str], judges: set[str]) -> list[str]:
+    """Policy decisions the card records."""
+    unknown = len(set(preds) - set(refs))
+    failed = sum(1 for k, p in preds.items() if p.error and k in refs)
+    return [n for n in [f"{unknown} predictions name items not in the pool (ignored)"
+                        if unknown else "",
+                        f"{failed} items unanswered: the model call failed" if failed else "",
+                        f"{len(judge_errors)} open-ended items have no judge value "
+                        "(judge_error; counted, not scored as 0)" if judge_errors else "",
+                        f"judged by {', '.join(sorted(judges))}" if judges else ""] if n]
+
+
 def score_predictions(manifest: MedBenchManifest, items: list[PublicItem],
                       refs: dict[str, Reference], predictions: list[Prediction],
                       judge_model: str | None = None) -> Scored:
@@ -193,14 +206,7 @@ def score_predictions(manifest: MedBenchManifest, items: list[PublicItem],
     if choice:
         metrics["acc_all_variants"] = acc_all_variants(choice)
     metrics["judge_errors"] = float(len(judge_errors))
-    unknown = len(set(preds) - set(refs))
-    failed = sum(1 for k, p in preds.items() if p.error and k in refs)
-    notes = [n for n in [f"{unknown} predictions name items not in the pool (ignored)"
-                         if unknown else "",
-                         f"{failed} items unanswered: the model call failed" if failed else "",
-                         f"{len(judge_errors)} open-ended items have no judge value "
-                         "(judge_error; counted, not scored as 0)" if judge_errors else "",
-                         f"judged by {', '.join(sorted(judges))}" if judges else ""] if n]
+    notes = _notes(preds, refs, judge_errors, judges)
     answered = sum(1 for k in refs if k in answers)
     return Scored(agg.overall, metrics, groups, per_case,
                   answered / len(refs) if refs else 0.0, notes, judge_errors)
