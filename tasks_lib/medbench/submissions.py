@@ -16,6 +16,7 @@ and option letters and stored as ``runs/<run_id>/submission/predictions.jsonl`` 
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
 import time
@@ -26,6 +27,7 @@ from pydantic import Field
 from evaluators.core import Frozen, InputDataError, RunStatus, Tier, Track
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.ledger import medbench as ledger
+from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import SplitRow, SubmissionRow
 from tasks_lib.medbench.accounts import RateLimited, Submitter, check_name, limits
 from tasks_lib.medbench.items import SUBMISSION_FILE, AnswerType, Prediction, parse_prediction
@@ -192,7 +194,7 @@ class SubmissionView(Frozen):
     pool_hash: str = Field(description="Content hash of that version.")
     evaluator_version: str = Field(description="Evaluator version (part of the lock).")
     version: int = Field(description="1 + earlier submissions with the same lock.")
-    mode: str = Field(description="'upload' (answer-upload mode).")
+    mode: str = Field(description="'upload' (answer-upload mode) or 'api' (API mode).")
     split_id: str | None = Field(description="Split the predictions answer.")
     run_id: str = Field(description="The run the upload is stored as.")
     n_predictions: int = Field(description="Prediction lines received.")
@@ -207,10 +209,6 @@ class SubmissionView(Frozen):
 
 def view(row: SubmissionRow) -> SubmissionView:
     """The submission with its newest score row."""
-    import json
-
-    from tasks_lib.ledger import store
-
     assert row.id is not None
     scores = store.scores_for([row.run_id])
     base = SubmissionView(
