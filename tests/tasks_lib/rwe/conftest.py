@@ -4,6 +4,7 @@ started and stopped by the test session) holding a tiny study schema and a priva
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -38,6 +39,7 @@ def rwe_cluster() -> Iterator[Cluster]:
     finally:
         cluster.destroy()
         assert cluster.pid() is None
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")

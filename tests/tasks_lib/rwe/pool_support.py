@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import shutil
 import tempfile
 from functools import lru_cache
 from pathlib import Path
@@ -33,6 +34,7 @@ def study_cluster() -> tuple[Cluster, Server]:
     os.environ.pop("MEDFLOWS_RWE_DB_URL", None)
     reset_settings()
     server = cluster.start()
+    atexit.register(shutil.rmtree, folder, True)  # runs after destroy (atexit is LIFO)
     atexit.register(cluster.destroy)
     return cluster, server
 
