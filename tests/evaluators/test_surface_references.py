@@ -2,8 +2,9 @@
 
 * voxel convention vs MONAI (``compute_hausdorff_distance``, ``compute_average_surface_distance``,
   ``compute_surface_dice``; MONAI returns float32, hence the 1e-6 tolerance) and SimpleITK's
-  ``HausdorffDistanceImageFilter`` (HD; its *average* Hausdorff distance is over all mask voxels,
-  not surfaces, so it is a different quantity and not compared);
+  ``HausdorffDistanceImageFilter``, which measures from every mask voxel rather than from surface
+  voxels: its HD equals ours on these blobs, and a hand case shows where the conventions part (its
+  *average* Hausdorff distance is a different quantity and is not compared);
 * surfel convention vs DeepMind's ``surface-distance`` (float64, compared to 1e-9).
 """
 
@@ -88,6 +89,22 @@ def test_hd_equals_simpleitk(seed: int, spacing: tuple[float, ...]) -> None:
     f = sitk.HausdorffDistanceImageFilter()
     f.Execute(image(p), image(r))
     assert S.hd(p, r, spacing) == pytest.approx(f.GetHausdorffDistance(), abs=1e-9)
+
+
+def test_simpleitk_measures_from_all_voxels_hand_case() -> None:
+    import SimpleITK as sitk
+
+    pred = np.zeros((11, 11), dtype=bool)
+    pred[1:10, 1:10] = True
+    ref = pred.copy()
+    ref[5, 5] = False  # a one-voxel hole: its 4 neighbours become reference surface
+    # Surfaces: the hole's neighbours, e.g. (4, 5), are 3 voxels from pred's border row 1 → HD 3.
+    # From all voxels: only the hole voxel of pred is outside ref, 1 from it; ref ⊂ pred → HD 1.
+    assert S.hd(pred, ref, (1.0, 1.0)) == 3.0
+    f = sitk.HausdorffDistanceImageFilter()
+    f.Execute(sitk.GetImageFromArray(pred.astype(np.uint8)),
+              sitk.GetImageFromArray(ref.astype(np.uint8)))
+    assert f.GetHausdorffDistance() == 1.0
 
 
 @pytest.mark.parametrize("seed", range(3))
