@@ -16,6 +16,7 @@ Wald (logistic/Poisson/Cox) or log-rank, two-sided.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import NamedTuple
 
 import pandas as pd
@@ -70,6 +71,9 @@ class StudyAnalyses(Frozen):
     traps: dict[str, Analysis] = Field(
         min_length=1, description="Trap name (the protocol violation) → analysis; each must "
         "flip at least one scored field of the gold.")
+    variants: dict[str, Analysis] = Field(
+        default_factory=dict, description="Other valid analyses (another adjustment set); each "
+        "should agree with the gold on every scored field (recorded, reported by the audit).")
 
 
 ANALYSES: Registry[StudyAnalyses] = Registry("rwe analysis")
@@ -89,7 +93,8 @@ def run_traps(name: str, db: StudyDB) -> dict[str, AnalysisResult]:
 BASE_SQL = """
 SELECT d.subject_id, d.hadm_id, d.stay_id, d.admission_age AS age, d.first_icu_stay,
        d.los_icu::float AS los_icu_days, d.icu_intime AS intime, d.hospital_expire_flag,
-       s.sofa, d.dod - d.icu_intime::date AS days_to_death,
+       s.sofa, s.sofa * s.sofa AS sofa_sq, (d.gender = 'F')::int AS female,
+       d.dod - d.icu_intime::date AS days_to_death,
        COALESCE((SELECT bool_or(x.sepsis3) FROM {derived}.sepsis3 x
                  WHERE x.stay_id = d.stay_id), false) AS sepsis3
 FROM {derived}.icustay_detail d
@@ -142,6 +147,22 @@ def died_within(df: pd.DataFrame, days: int) -> pd.DataFrame:
     out[f"death_{days}d"] = event.astype(int)
     out[f"time_{days}d"] = d.where(event, days).clip(lower=0.5).astype(float)
     return out
+
+
+VARIANT_ADJUSTMENTS = {"plus_sex": ["age", "sofa", "female"],
+                       "sofa_quadratic": ["age", "sofa", "sofa_sq"],
+                       "sex_and_sofa_quadratic": ["age", "sofa", "sofa_sq", "female"]}
+"""Variant panel: other valid adjustment sets (the protocol's age + SOFA, plus more)."""
+
+
+def variants(fn: Callable[[StudyDB, list[str]], AnalysisResult]) -> dict[str, Analysis]:
+    """The variant panel of an analysis parameterised by its adjustment set."""
+    return {name: partial(_with_adjustment, fn, adj) for name, adj in VARIANT_ADJUSTMENTS.items()}
+
+
+def _with_adjustment(fn: Callable[[StudyDB, list[str]], AnalysisResult], adjust: list[str],
+                     db: StudyDB) -> AnalysisResult:
+    return fn(db, adjust)
 
 
 def cohort_frame(df: pd.DataFrame, attributes: list[str]) -> pd.DataFrame:

@@ -29,6 +29,7 @@ from tasks_lib.rwe.types import (
     Study,
     StudyAnswers,
     TrapOutcome,
+    VariantOutcome,
     cohort_key,
     publish_value,
     side,
@@ -123,6 +124,20 @@ def trap_panel(study: Study, gold: AnalysisResult, db: StudyDB) -> list[TrapOutc
     return outcomes
 
 
+def variant_panel(study: Study, gold: AnalysisResult, db: StudyDB) -> list[VariantOutcome]:
+    """Run every variant (valid alternative analysis) of ``study``; record the scored fields
+    where it disagrees with the gold (reported by the audit as a warning)."""
+    want = scored_outcomes(study, gold.values)
+    out = []
+    for name, fn in ANALYSES.get(study.analysis).variants.items():
+        values = fn(db).values
+        got = scored_outcomes(study, values)
+        out.append(VariantOutcome(study_id=study.study_id, variant=name,
+                                  flipped=[k for k in want if got[k] != want[k]],
+                                  values={k: float(v) for k, v in values.items()}))
+    return out
+
+
 class StudyBuild(NamedTuple):
     """Everything construct produced for one study."""
 
@@ -130,16 +145,18 @@ class StudyBuild(NamedTuple):
     answers: StudyAnswers
     cohort_csv: bytes
     traps: list[TrapOutcome]
+    variants: list[VariantOutcome]
 
 
 def build_study(study: Study, db: StudyDB) -> StudyBuild:
-    """Reference analysis → answers → trap panel for one study."""
+    """Reference analysis → answers → trap panel → variant panel for one study."""
     gold = ANALYSES.get(study.analysis).reference(db)
     answers = reference_answers(study, gold)
     traps = trap_panel(study, gold, db)
     buf = io.StringIO()
     gold.cohort.to_csv(buf, index=False, lineterminator="\n")
-    return StudyBuild(study, answers, buf.getvalue().encode(), traps)
+    return StudyBuild(study, answers, buf.getvalue().encode(), traps,
+                      variant_panel(study, gold, db))
 
 
 def pool_hash(ehr_hash: str, builds: list[StudyBuild]) -> str:
@@ -159,6 +176,7 @@ def write_pool(root: Storage, pool_id: str, version: int, seed: int, n_patients:
     root.write_jsonl(POOL_FILES["studies"], public)
     root.write_jsonl(POOL_FILES["answers"], [b.answers for b in builds])
     root.write_jsonl(POOL_FILES["traps"], [t for b in builds for t in b.traps])
+    root.write_jsonl(POOL_FILES["variants"], [v for b in builds for v in b.variants])
     for b in builds:
         root.write_bytes(cohort_key(b.study.study_id), b.cohort_csv)
     manifest = RWEPoolManifest(

@@ -26,6 +26,7 @@ from tasks_lib.rwe.types import (
     SchemaNames,
     StudyAnswers,
     TrapOutcome,
+    VariantOutcome,
     load_study_pool,
     side,
 )
@@ -77,6 +78,17 @@ def _trap_panel(root: Storage, studies: list[str]) -> Finding:
                    evidence=evidence)
 
 
+def _variant_panel(root: Storage) -> Finding:
+    rows = ([VariantOutcome.model_validate(r) for r in root.read_jsonl(POOL_FILES["variants"])]
+            if root.exists(POOL_FILES["variants"]) else [])
+    evidence = [f"{v.study_id}: variant {v.variant} flips {', '.join(v.flipped)}"
+                for v in rows if v.flipped]
+    return Finding(check="variant_panel", passed=bool(rows) and not evidence,
+                   severity=Severity.WARNING,
+                   rule="other valid analyses (extra covariates) agree with the gold on every "
+                        "scored field", evidence=evidence or [f"{len(rows)} variants agree"])
+
+
 def null_agent_sr(answers: list[StudyAnswers], letter: str) -> float:
     """SR of an agent that picks ``letter`` for every MCQ and reports a null effect (ratio 1,
     CI including 1, p = 0.5) for every revealed field."""
@@ -107,7 +119,8 @@ def audit_rwe_pool(pool_url: str, database_url: str) -> AuditReport:
     pool = load_study_pool(root)
     m: RWEPoolManifest = pool.manifest
     findings = [_answer_key(root), _database_leak(database_url, m.schemas),
-                _trap_panel(root, m.studies), _null_agents(list(pool.answers.values()))]
+                _trap_panel(root, m.studies), _variant_panel(root),
+                _null_agents(list(pool.answers.values()))]
     return AuditReport(pool_url=root.root_url, pool_id=m.pool_id, version=m.version,
                        pool_hash=m.content_hash, track=Track.RWE, created_at=datetime.now(UTC),
                        findings=findings)

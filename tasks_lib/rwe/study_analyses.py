@@ -22,6 +22,7 @@ from tasks_lib.rwe.analyses import (
     dx_flag,
     has_dx,
     stays,
+    variants,
 )
 
 STATINS = ["atorvastatin", "simvastatin", "rosuvastatin", "pravastatin"]
@@ -127,12 +128,24 @@ def nlr_crude(db: StudyDB) -> AnalysisResult:
     return _nlr(db, [])
 
 
+def _statin_adjusted(db: StudyDB, adjust: list[str]) -> AnalysisResult:
+    df = _sepsis_stays(db)
+    return _statin(df[df["los_icu_days"] >= 1.0], adjust)
+
+
+def _cc_adjusted(db: StudyDB, adjust: list[str]) -> AnalysisResult:
+    df = _sepsis_stays(db)
+    return _case_control(df[df["los_icu_days"] >= 1.0], adjust)
+
+
 ANALYSES.add("statin_sepsis", StudyAnalyses(
     reference=statin_sepsis, traps={"crude": statin_sepsis_crude,
-                                    "no_los_exclusion": statin_sepsis_all_los}))
+                                    "no_los_exclusion": statin_sepsis_all_los},
+    variants=variants(_statin_adjusted)))
 ANALYSES.add("statin_sepsis_cc", StudyAnalyses(reference=statin_cc,
-                                               traps={"crude": statin_cc_crude}))
+                                               traps={"crude": statin_cc_crude},
+                                               variants=variants(_cc_adjusted)))
 ANALYSES.add("nlr_sepsis_htn", StudyAnalyses(reference=nlr_sepsis_htn,
-                                             traps={"crude": nlr_crude}))
+                                             traps={"crude": nlr_crude}, variants=variants(_nlr)))
 
 from tasks_lib.rwe import study_analyses_other as study_analyses_other  # noqa: E402

@@ -18,6 +18,7 @@ from tasks_lib.rwe.analyses import (
     dx_flag,
     has_dx,
     stays,
+    variants,
 )
 
 ADJ = ["age", "sofa"]
@@ -97,16 +98,16 @@ AKI_SQL = """COALESCE((SELECT max(k.aki_stage) FROM {derived}.kdigo_stages k
   WHERE k.stay_id = b.stay_id AND k.charttime <= b.intime + interval '7 days'), 0) AS aki_max"""
 
 
-def _albumin(db: StudyDB, any_fluid: bool) -> AnalysisResult:
+def _albumin(db: StudyDB, any_fluid: bool, adjust: list[str] = ADJ) -> AnalysisResult:
     df = stays(db, dx_flag("pancreatitis", ["5770"], ["K85"]), _albumin_sql(any_fluid), AKI_SQL,
                where=has_dx(["5770"], ["K85"]))
     df = adult_first(df[df["pancreatitis"]]).dropna(subset=["albumin_min"])
     df = df.assign(aki=(df["aki_max"] >= 1).astype(int),
                    low_albumin=(df["albumin_min"] < 3.0).astype(int),
                    albumin_drop=-df["albumin_min"])
-    values = stats.logistic(df, "aki", ["low_albumin", *ADJ])["low_albumin"].fields(
+    values = stats.logistic(df, "aki", ["low_albumin", *adjust])["low_albumin"].fields(
         "or_low_albumin", "p_low_albumin")
-    values |= stats.logistic(df, "aki", ["albumin_drop", *ADJ])["albumin_drop"].fields(
+    values |= stats.logistic(df, "aki", ["albumin_drop", *adjust])["albumin_drop"].fields(
         "or_per_g")
     values["auc_albumin"] = stats.auc(df["aki"], df["albumin_drop"])
     return AnalysisResult(values, cohort_frame(df, ["age", "pancreatitis", "first_icu_stay",
@@ -125,7 +126,7 @@ def albumin_ap_any_fluid(db: StudyDB) -> AnalysisResult:
 
 # --- glucose / intracerebral haemorrhage (cohort, Cox + log-rank) ---------------------------
 
-def _glucose(db: StudyDB, exclude_traumatic: bool) -> AnalysisResult:
+def _glucose(db: StudyDB, exclude_traumatic: bool, adjust: list[str] = ADJ) -> AnalysisResult:
     df = stays(db, dx_flag("ich", ["431"], ["I61"]),
                dx_flag("traumatic", ["852"], ["S06"]),
                "(SELECT f.glucose_max FROM {derived}.first_day_lab f "
@@ -135,10 +136,10 @@ def _glucose(db: StudyDB, exclude_traumatic: bool) -> AnalysisResult:
     df = df.assign(hyperglycemia=(df["glucose_max"] >= 180).astype(int),
                    glucose_50=df["glucose_max"] / 50.0)
     values = {"n_cohort": float(len(df))}
-    values |= stats.cox(df, "time_30d", "death_30d", ["hyperglycemia", *ADJ])[
+    values |= stats.cox(df, "time_30d", "death_30d", ["hyperglycemia", *adjust])[
         "hyperglycemia"].fields("hr_glucose")
     values["p_logrank"] = stats.logrank_p(df, "time_30d", "death_30d", "hyperglycemia")
-    values |= stats.cox(df, "time_30d", "death_30d", ["glucose_50", *ADJ])["glucose_50"].fields(
+    values |= stats.cox(df, "time_30d", "death_30d", ["glucose_50", *adjust])["glucose_50"].fields(
         "hr_per_50")
     return AnalysisResult(values, cohort_frame(df, ["age", "ich", "traumatic",
                                                     "first_icu_stay"]))
@@ -174,13 +175,17 @@ def ppi_influenza(db: StudyDB) -> AnalysisResult:
     return _ppi(db, ADJ, influenza_only=True)
 
 
-ANALYSES.add("lactate_hf", StudyAnalyses(reference=lactate_hf, traps={"crude": lactate_hf_crude}))
+ANALYSES.add("lactate_hf", StudyAnalyses(reference=lactate_hf, traps={"crude": lactate_hf_crude},
+                                         variants=variants(_lactate)))
 ANALYSES.add("diuretic_hyponatremia_hf", StudyAnalyses(
-    reference=diuretic_hf, traps={"crude": diuretic_hf_crude}))
+    reference=diuretic_hf, traps={"crude": diuretic_hf_crude}, variants=variants(_diuretic)))
 ANALYSES.add("albumin_ap", StudyAnalyses(
-    reference=albumin_ap, traps={"any_albumin_item": albumin_ap_any_fluid}))
+    reference=albumin_ap, traps={"any_albumin_item": albumin_ap_any_fluid},
+    variants=variants(lambda db, adj: _albumin(db, False, adj))))
 ANALYSES.add("glucose_ich", StudyAnalyses(
-    reference=glucose_ich, traps={"traumatic_included": glucose_ich_with_trauma}))
+    reference=glucose_ich, traps={"traumatic_included": glucose_ich_with_trauma},
+    variants=variants(lambda db, adj: _glucose(db, True, adj))))
 ANALYSES.add("ppi_influenza_null", StudyAnalyses(reference=ppi_influenza, traps={
     "crude": lambda db: _ppi(db, [], influenza_only=True),
-    "all_icu_stays": lambda db: _ppi(db, ADJ, influenza_only=False)}))
+    "all_icu_stays": lambda db: _ppi(db, ADJ, influenza_only=False)},
+    variants=variants(lambda db, adj: _ppi(db, adj, influenza_only=True))))

@@ -294,6 +294,16 @@ class TrapOutcome(Frozen):
     values: dict[str, float] = Field(description="Field values the trap analysis produced.")
 
 
+class VariantOutcome(Frozen):
+    """Construct-time variant panel result for one (study, valid alternative analysis)."""
+
+    study_id: str = Field(description="Task id.")
+    variant: str = Field(description="Variant analysis name (another valid adjustment set).")
+    flipped: list[str] = Field(description="Scored fields whose RA/SM differs from the gold "
+                                           "(should be empty).")
+    values: dict[str, float] = Field(description="Field values the variant produced.")
+
+
 class RWEPoolManifest(Frozen):
     """``manifest.json`` of a published RWE study pool."""
 
@@ -318,6 +328,7 @@ POOL_FILES = {
     "studies": "public/studies.jsonl",
     "answers": "private/answers.jsonl",
     "traps": "audit/traps.jsonl",
+    "variants": "audit/variants.jsonl",
 }
 """Role → key of the pool files (cohorts: ``private/cohorts/<study_id>.csv``)."""
 

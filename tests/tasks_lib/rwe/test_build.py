@@ -76,6 +76,9 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
         "subject_id,hadm_id,stay_id,age,ich,traumatic")
     audit = json.loads((out / "audit.json").read_text())
     assert audit["report"]["clean"] and audit["override"] is None
+    checks = {f["check"]: f["passed"] for f in audit["report"]["findings"]}
+    assert checks == {"answer_key": True, "database_leak": True, "trap_panel": True,
+                      "variant_panel": True, "null_agents": True}
     traps = [json.loads(x) for x in (out / "audit" / "traps.jsonl").read_text().splitlines()]
     assert {t["trap"] for t in traps} == {"any_albumin_item", "traumatic_included"}
     rows = [r for r in store.pools(track="rwe") if r.pool_id == "rwe-flow-test"]

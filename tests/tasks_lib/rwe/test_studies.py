@@ -142,3 +142,12 @@ def test_reference_answers_round_and_key_the_gates(studies: dict[str, Study],
     null = studies["ppi-influenza-null"]
     assert build.reference_answers(null, gold["ppi-influenza-null"]).mcq["q1"] == next(
         x for x in null.sentences if x.mcq and x.mcq.id == "q1").key.null  # type: ignore[union-attr]
+
+
+def test_variant_panel_agrees_with_the_gold(studies: dict[str, Study],
+                                            gold: dict[str, AnalysisResult]) -> None:
+    """Other valid adjustment sets (sex, quadratic SOFA) keep every scored field's RA/SM."""
+    for sid in ("statin-sepsis", "lactate-hf"):
+        outcomes = build.variant_panel(studies[sid], gold[sid], loaded_db().db)
+        assert len(outcomes) == 3 and all(not o.flipped for o in outcomes), sid
+        assert all(o.values["n_cohort"] == gold[sid].values["n_cohort"] for o in outcomes)
