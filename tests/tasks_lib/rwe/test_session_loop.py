@@ -115,3 +115,12 @@ def test_a_failed_privileged_login_is_a_violation(tmp_path: Path) -> None:
             'authentication failed for user "postgres"\n')
     loop, end, _ = run(tmp_path, [[code("x")], [(FINISH_TASK, {})]], [line])
     assert end is LoopEnd.FINISHED and loop.monitor.breached
+
+
+def test_the_step_budget_ends_the_run_and_unanswered_questions_make_it_incomplete(
+        tmp_path: Path) -> None:
+    from evaluators.rwe import score_study
+
+    _, end, session = run(tmp_path, [[code("cohort")], [code("still thinking")]])
+    assert end is LoopEnd.TURN_LIMIT and session.record.steps == 10  # LoopLimits(max_turns=10)
+    assert score_study(session.tree, session.record.answers).cr == 0.0
