@@ -155,8 +155,9 @@ def _compute(p: NDArray[np.bool_], r: NDArray[np.bool_], spacing: Sequence[float
 def _weighted_percentile(d: NDArray[np.float64], w: NDArray[np.float64], percent: float) -> float:
     if d.size == 0:
         return float("inf")
-    order = np.lexsort((w, d))
-    cum = np.cumsum(w[order]) / np.sum(w)
+    order = np.lexsort((w, d))  # by distance, then weight, as the package's sorted(zip(d, w))
+    w_sorted = w[order]
+    cum = np.cumsum(w_sorted) / np.sum(w_sorted)
     idx = int(np.searchsorted(cum, percent / 100.0))
     return float(d[order][min(idx, d.size - 1)])
 
