@@ -65,3 +65,17 @@ def test_rotation_draw_is_stratified_deterministic_and_keeps_shuffles_together()
     assert strata == {"big/cardio": 4, "small/derm": 1}  # a small stratum stays whole
     assert "small/only" in chosen
     assert draw(items, size=5, seed=2)[0] != chosen
+
+
+def test_cards_cover_every_llm_dimension_and_the_multimodal_axes() -> None:
+    from evaluators.core import Track
+    from tasks_lib.sources import MedBenchSource
+    from tasks_lib.taskspec import list_cards, load_card
+
+    sources = [load_card(Track.MEDBENCH, t).source for t in list_cards(Track.MEDBENCH)]
+    assert all(isinstance(s, MedBenchSource) for s in sources)
+    dims = {s.dimension for s in sources if isinstance(s, MedBenchSource)}
+    assert dims == {"MLU", "MLG", "MKQA", "CMR", "HSE", "MM-A1", "MM-A2", "MM-A3"}
+    kinds = {s.answer_type for s in sources if isinstance(s, MedBenchSource)}
+    assert kinds == {"single_choice", "multi_label", "extraction", "open_ended", "region",
+                     "string"}
