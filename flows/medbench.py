@@ -68,24 +68,36 @@ def execute_medbench(pool: str, agents: list[str] | None = None, model: str | No
                      api_base: str | None = None, replicates: int = 3, replicate: int = 0,
                      max_cost_usd: float | None = None, max_connections: int | None = None,
                      rpm: int | None = None, tpm: int | None = None,
-                     cache: bool = True) -> list[RunRecord]:
+                     cache: bool = True, endpoints: list[int] | None = None) -> list[RunRecord]:
     """API mode: run catalog agents (and/or an ad hoc litellm ``model`` at ``api_base``) on the
     randomized items of a MedBench pool or ``active:<subset_id>``, replicates ``replicate …
     replicate + replicates − 1`` (the paper: 3 runs, T 0.7, 512 tokens); stores submissions and
-    records the runs. Score them with the one score flow."""
+    records the runs (developer runs: no lock; score them with the one score flow).
+
+    Each id in ``endpoints`` (registered endpoints) is one version-locked evaluation: lock
+    version n (the submitter's daily limit), run replicate n − 1, record, score with the one
+    score flow. A refused lock ends the flow with the refusal after the admitted runs are scored.
+    """
+    from flows.score import score_runs
     from tasks_lib.llm import CallOptions
     from tasks_lib.medbench.items import read_manifest
     from tasks_lib.rotation import resolve_pool
 
     url = resolve_pool(pool)
     manifest = read_manifest(url)
-    specs = steps.plan_agents(agents, model, api_base)
+    specs = steps.plan_agents(agents, model, api_base) if agents or model or not endpoints else []
     options = CallOptions(max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache)
     futures = [steps.api_run.submit(a, url, r, options, max_cost_usd)
                for a in specs for r in range(replicate, replicate + replicates)]
-    runs: list[RunRecord] = [f.result() for f in futures]
+    locked, refusal = steps.run_endpoints(endpoints or [], url, options, max_cost_usd)
+    runs: list[RunRecord] = [f.result() for f in futures] + locked
     steps.record_run.map(runs).result()
-    print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version}")
+    if locked:
+        score_runs(run_ids=[r.run_id for r in locked])
+    print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version} "
+          f"({len(locked)} locked endpoint evaluations)")
+    if refusal is not None:
+        raise refusal
     return runs
 
 

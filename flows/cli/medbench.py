@@ -21,6 +21,7 @@ from flows.cli.groups import (
 )
 from flows.cli.output import echo_json
 from tasks_lib.errors import InputDataError
+from tasks_lib.records import RunRecord
 
 
 @build_app.command("medbench")
@@ -100,23 +101,48 @@ def execute_medbench_cmd(
     tpm: int = typer.Option(None, min=1, help="Tokens-per-minute cap."),
     cache: bool = typer.Option(True, help="Use the call cache."),
     score: bool = typer.Option(False, "--score", help="Score the runs right away."),
+    endpoint: list[int] = typer.Option(
+        None, "--endpoint", help="Registered endpoint id (repeatable): each one is a "
+        "version-locked evaluation (one run, scored right away)."),
 ) -> None:
-    """API mode: call a registered model on the randomized items of a MedBench pool or the
-    active subset (T 0.7, 512 tokens), store submissions and runs; prints JSON."""
+    """API mode: call catalog agents, an ad hoc --model (unlocked developer runs) or registered
+    endpoints (--endpoint: version-locked submissions) on the randomized items of a MedBench
+    pool or the active subset (T 0.7, 512 tokens); prints JSON."""
     from flows.medbench import execute_medbench
+    from tasks_lib.medbench.accounts import RateLimited
 
-    runs = execute_medbench(location(pool), split_list(agents), model, api_base, replicates,
-                            replicate, max_cost_usd, max_connections, rpm, tpm, cache)
-    rows = [{"run_id": r.run_id, "agent_id": r.agent.agent_id, "replicate": r.replicate,
-             "status": r.status.value, "n_items": r.n_items, "n_answered": r.n_answered,
-             "cost_usd": r.cost_usd, "end": r.end} for r in runs]
-    if score:
+    try:
+        runs = execute_medbench(location(pool), split_list(agents), model, api_base,
+                                replicates, replicate, max_cost_usd, max_connections, rpm, tpm,
+                                cache, list(endpoint or []))
+    except RateLimited as exc:
+        raise InputDataError("--endpoint", f"{exc} (evaluations admitted before the refusal "
+                                           "were run and scored)") from None
+    rows = [_run_row(r) for r in runs]
+    scored = [r.run_id for r in runs if score or "endpoint_id" in r.agent.params]
+    if scored:
         from flows.score import score_runs
 
-        cards = {c.run_id: c for c in score_runs(run_ids=[r.run_id for r in runs])}
+        cards = {c.run_id: c for c in score_runs(run_ids=scored)}
         for row in rows:
-            row["overall"] = cards[str(row["run_id"])].task_score
+            if row["run_id"] in cards:
+                row["overall"] = cards[str(row["run_id"])].task_score
     echo_json(rows)
+
+
+def _run_row(run: RunRecord) -> dict[str, object]:
+    """One run of ``execute medbench`` (with its lock when it is an endpoint evaluation)."""
+    row: dict[str, object] = {
+        "run_id": run.run_id, "agent_id": run.agent.agent_id, "replicate": run.replicate,
+        "status": run.status.value, "n_items": run.n_items, "n_answered": run.n_answered,
+        "cost_usd": run.cost_usd, "end": run.end}
+    if "endpoint_id" in run.agent.params:
+        from tasks_lib.ledger import medbench as ledger
+
+        lock = ledger.submissions(run_id=run.run_id)
+        row["endpoint_id"] = run.agent.params["endpoint_id"]
+        row["submission_version"] = lock[0].version if lock else None
+    return row
 
 
 @score_app.command("medbench")

@@ -8,6 +8,7 @@ from prefect import task
 from tasks_lib.agents import AgentSpec
 from tasks_lib.audit import GateRecord
 from tasks_lib.caching import IO_RETRIES
+from tasks_lib.errors import InputDataError
 from tasks_lib.llm import CallOptions
 from tasks_lib.medbench.bank import BuiltTask
 from tasks_lib.medbench.items import MedBenchManifest, TaskEntry
@@ -75,11 +76,47 @@ def record_run(run: RunRecord) -> None:
     record(run)
 
 
+@task(name="medbench-lock-endpoint", task_run_name="lock-endpoint-{endpoint_id}")
+def lock_endpoint(endpoint_id: int, pool_url: str) -> tuple[AgentSpec, int, str]:
+    """Admit one evaluation of a registered endpoint before any call (no retries: a lock is
+    append-only). Returns ``(agent, version, run id)``; the run is replicate ``version − 1``."""
+    from tasks_lib.medbench.endpoints import endpoint, endpoint_agent, lock_api_submission
+
+    sub = lock_api_submission(endpoint_id, pool_url)
+    return endpoint_agent(endpoint(endpoint_id)), sub.version, sub.run_id
+
+
+def run_endpoints(endpoint_ids: list[int], pool_url: str, options: CallOptions,
+                  max_cost_usd: float | None) -> tuple[list[RunRecord], Exception | None]:
+    """Each id in turn: lock a submission (version n), then run the endpoint's agent as
+    replicate n − 1 (runs proceed while the next id is locked; ``options.rpm`` never exceeds the
+    submitter's items-per-minute limit). A refused lock stops the
+    locking; the runs already admitted still finish. Returns the runs and the refusal."""
+    from tasks_lib.medbench.accounts import RateLimited
+
+    admitted = []
+    refusal: Exception | None = None
+    for endpoint_id in endpoint_ids:
+        try:
+            agent, version, run_id = lock_endpoint(endpoint_id, pool_url)
+        except (RateLimited, InputDataError) as exc:
+            refusal = exc
+            break
+        cap = int(agent.params["rpm"])  # the submitter's items per minute: a ceiling
+        capped = options.model_copy(update={"rpm": min(options.rpm or cap, cap)})
+        admitted.append((run_id, api_run.submit(agent, pool_url, version - 1, capped,
+                                                max_cost_usd)))
+    runs = [future.result() for _, future in admitted]
+    for (run_id, _), run in zip(admitted, runs, strict=True):
+        if run.run_id != run_id:  # our bug: the lock must name the run it admitted
+            raise RuntimeError(f"lock names run {run_id}, the runner wrote {run.run_id}")
+    return runs, refusal
+
+
 def plan_agents(agents: list[str] | None, model: str | None, api_base: str | None
                 ) -> list[AgentSpec]:
     """Catalog agents by id and/or an ad hoc model string."""
     from tasks_lib.agents import Harness, load_catalog
-    from tasks_lib.errors import InputDataError
     from tasks_lib.medbench.api import adhoc_agent
 
     catalog = load_catalog()
