@@ -10,11 +10,15 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evaluators.core import InputDataError, Registry, Track
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
+
+if TYPE_CHECKING:
+    from tasks_lib.audit import AuditReport
 
 
 class TrackKit(ABC):
@@ -44,6 +48,10 @@ class TrackKit(ABC):
     scores_own_cells: bool = False
     """Research cells of this track are scored by :meth:`score` alone (no S1–S3 judges, no
     evaluator sandbox; RWE)."""
+    rotation_flow: str | None = None
+    """``module:function`` of the flow ``medflows pool rotate`` runs for this track's pools,
+    called as ``(pool, size, seed, subset_id, activate)`` and returning the subset root URL
+    (one parent pool); None = the generic rotate flow (QA pools)."""
 
     def check_card(self, card: TaskSpec) -> None:
         """Fail with the card and the known metrics if the card asks for one this kit lacks."""
@@ -61,6 +69,11 @@ class TrackKit(ABC):
         Invalid or missing cases are scored by the card's policy and recorded, never raised;
         only our own bugs and broken pools raise.
         """
+
+    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport | None:
+        """This track's own exploit audit of the pool at ``pool_url`` (``medflows audit pool``
+        asks the kit first); None = the generic checks of :func:`tasks_lib.audit.audit_pool`."""
+        return None
 
     def recipe(self) -> tuple[str, str]:
         """``(method name, Python source)`` of the scripted baseline agent's method (research
