@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow
+from prefect import flow, task
 from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
@@ -92,3 +92,20 @@ def _benchmark_markdown(report: BenchmarkReport) -> str:
     lines += [f"| {r.challenge} | {r.n_competitors} | {_mean(r)} | {_pct(r.percentile)} |"
               for r in report.challenges]
     return "\n".join(lines) + "\n"
+
+
+@flow(name="construct-challenge", flow_run_name="construct-challenge-{task_id}", log_prints=True)
+def construct_challenge(task_id: str, out: str | None = None, seed: int = 0,
+                        audit_override: str | None = None) -> str:
+    """Build a challenge card's pool: its synthetic case (test seed ``seed``, validation seed
+    ``seed + 1``) as public inputs, sample submission, validation split and local metric, the
+    test answers private → write (vN) → exploit audit (publish gate, ``audit.json``) → ledger.
+    Returns the URL of the version's ``manifest.json``."""
+    from tasks_lib.challenge.pool import gate_and_record, publish_challenge_pool
+
+    url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(task_id, out,
+                                                                                 seed)
+    task(name="audit-challenge-pool")(gate_and_record)(url, manifest, audit_override)
+    print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases "
+          "(synthetic, illustrative)")
+    return f"{url.rstrip('/')}/manifest.json"

@@ -19,7 +19,7 @@ from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.compute import SettingsTaskRunner
 from tasks_lib.domain import Tier
-from tasks_lib.harness.cell import local_pool_dir
+from tasks_lib.harness.cell import local_pool_dir, task_card
 from tasks_lib.harness.matrix import (
     MatrixRun,
     markdown,
@@ -29,7 +29,6 @@ from tasks_lib.harness.matrix import (
 )
 from tasks_lib.harness.record import CellReport, build_reports
 from tasks_lib.harness.steps import execute_step, plan_grid_step, plan_step
-from tasks_lib.imaging.pool import load_task
 from tasks_lib.llm import CallOptions
 from tasks_lib.qa.planning import plan_agents, qa_time_budget, read_manifest, resolve_pool_ref
 from tasks_lib.qa.run_steps import ChunkResult, assemble_run, chunk_step, record_run_step
@@ -140,7 +139,7 @@ def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "lo
 
         run = rwe_execute_step(agent_id, task_id, tier, sandbox, replicate, judge_model)
         return build_reports([run], score_runs(run_ids=[run.run_id]))[0]
-    card = load_task(task_id)
+    card = task_card(task_id)
     plan = plan_step(agent_id, task_id, card.track, Tier(tier), SandboxBackend(sandbox),
                      replicate, str(local_pool_dir(task_id)), judge_model, card.time_budget_s)
     run = execute_step(plan)

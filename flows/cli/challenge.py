@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 
 from evaluators.ranking import RankingInputError, round_half_up
-from flows.cli.groups import app, fail, user_errors
+from flows.cli.groups import app, build_app, fail, location, user_errors
 from flows.cli.output import echo_json, json_text
 
 challenge_app = typer.Typer(no_args_is_help=True,
@@ -169,3 +169,34 @@ def synthetic_cmd(
         echo_json(case)
         return
     typer.echo(f"{case.challenge}: {len(case.case_ids)} cases (seed {seed}) in {out}")
+
+
+@build_app.command("challenge")
+@user_errors()
+def build_challenge(
+    task: str = typer.Option(..., "--task", help="Challenge id (medflows challenge list)."),
+    out: str = typer.Option(None, help="Pool root folder/URL (default: pools/<task>/vN in the "
+                                       "storage root)."),
+    seed: int = typer.Option(0, min=0, help="Seed of the test case (validation: seed + 1)."),
+    audit_override: str = typer.Option(
+        None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
+        "the pool's audit.json."),
+    as_json: bool = typer.Option(False, "--json", help="Also list the test cases."),
+) -> None:
+    """Build a challenge pool from the card's synthetic case (public inputs, sample submission,
+    validation split with public answers, local metric; test answers private); it is published
+    (ledgered) only after a clean exploit audit. Prints JSON."""
+    from flows.challenge import construct_challenge
+    from tasks_lib.challenge.card import load_challenge
+    from tasks_lib.imaging.pool import read_manifest
+
+    load_challenge(task)
+    manifest = construct_challenge(task, location(out) if out else None, seed, audit_override)
+    m = read_manifest(manifest.removesuffix("/manifest.json"))
+    summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
+                                  "version": m.version, "n_cases": len(m.cases),
+                                  "manifest": manifest, "illustrative": True}
+    if as_json:
+        summary |= {"content_hash": m.content_hash, "seed": seed,
+                    "cases": [c.case_id for c in m.cases]}
+    echo_json(summary)

@@ -21,6 +21,7 @@ import openai
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import Field
 
+from evaluators.core import UnknownNameError
 from tasks_lib.agents import AgentSpec, Harness, load_catalog
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
@@ -43,6 +44,8 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.hostio import copy_tree, remove_tree
 from tasks_lib.storage import Storage
+from tasks_lib.taskspec import TaskSpec
+from tasks_lib.tracks.base import research_card
 
 
 class CellPlan(Frozen):
@@ -133,6 +136,19 @@ def local_pool_dir(task_id: str) -> Path:
     return local_root(Storage(latest_pool_url(task_id)))
 
 
+def task_card(task_id: str) -> TaskSpec:
+    """The card of a research task: an imaging card, else a card a track kit serves (e.g. a
+    challenge card, :meth:`~tasks_lib.tracks.base.TrackKit.research_card`); an unknown id fails
+    with the imaging ids."""
+    try:
+        return load_task(task_id)
+    except UnknownNameError:
+        card = research_card(task_id)
+        if card is None:
+            raise
+        return card
+
+
 def plan_cell(agent_id: str, task_id: str, track: Track, tier: Tier, backend: SandboxBackend,
               replicate: int, pool_dir: Path, judge_model: str, time_budget_s: int) -> CellPlan:
     """Resolve the agent and fix ids, folders and limits."""
@@ -183,7 +199,7 @@ def _status(outcome: LoopOutcome) -> RunStatus:
 
 def agent_sandbox(plan: CellPlan) -> SandboxSpec:
     """The agent's sandbox profile, with the network policy of the task card."""
-    network = NetworkPolicy(load_task(plan.task_id).network)
+    network = NetworkPolicy(task_card(plan.task_id).network)
     return agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden, network)
 
 

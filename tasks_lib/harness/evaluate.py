@@ -36,7 +36,13 @@ def score_in_process(card: TaskSpec, pool_url: str, submission: Path,
     (the values are the same either way).
     """
     from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.imaging.pool import read_manifest
+    from tasks_lib.tracks.base import kit_for
 
+    own = kit_for(card.track).cell_score(card, Path(pool_url), submission, run_id,
+                                         read_manifest(pool_url).content_hash)
+    if own is not None:
+        return own
     return imaging_kit(card.track).score_folder(card, pool_url, submission, run_id,
                                                 use_dask=False)
 

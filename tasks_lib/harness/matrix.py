@@ -53,6 +53,9 @@ class CellSummary(Frozen):
     recovery_rate: float | None = Field(
         description="Share of runs with ≥ 2 fired codes that still completed (None: no such run).")
     cost_per_run: float | None = Field(description="Mean USD per run (None if unpriced).")
+    notes: list[str] = Field(default_factory=list, description="Score-card notes every run "
+                                                              "of the cell shares (e.g. "
+                                                              "'illustrative: …').")
 
 
 class MatrixReport(Frozen):
@@ -82,7 +85,8 @@ def summarise(reports: Sequence[CellReport]) -> MatrixReport:
             recovery_rate=(sum(r.status is RunStatus.COMPLETED for r in troubled) / len(troubled)
                            if troubled else None),
             cost_per_run=None if any(c is None for c in costs)
-            else sum(c for c in costs if c is not None) / len(costs)))
+            else sum(c for c in costs if c is not None) / len(costs),
+            notes=[n for n in runs[0].notes if all(n in r.notes for r in runs[1:])]))
     return MatrixReport(cells=cells, run_ids=[r.run_id for r in reports])
 
 
@@ -105,7 +109,9 @@ def markdown(report: MatrixReport) -> str:
                      f"{_fmt(c.agentic)} | {_fmt(c.task_score)} | "
                      + " | ".join(_fmt(c.stages[s]) for s in STAGES)
                      + f" | {codes} | {recovery} | {cost} |")
-    return "\n".join(lines) + "\n"
+    notes = [f"- {c.agent_id} / {c.task_id} / {c.tier}: {n}" for c in report.cells
+             for n in c.notes]
+    return "\n".join(lines + (["", "Notes:", *notes] if notes else [])) + "\n"
 
 
 def write_report(report: MatrixReport, folder: Path) -> Path:

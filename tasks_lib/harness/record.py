@@ -46,6 +46,12 @@ class CellReport(Frozen):
                                               "e.g. it ended in error).")
     evaluator_version: str | None = Field(description="Key of the score row (None: unscored).")
     error: str | None = Field(description="Provider error that ended the run, if any.")
+    notes: list[str] = Field(default_factory=list, description="The score card's notes "
+                             "(policy decisions; challenge cells: leaderboard placement, medal "
+                             "and the illustrative note).")
+    groups: dict[str, dict[str, float]] = Field(
+        default_factory=dict, description="The score card's groups (challenge cells: "
+                                          "leaderboard and per-metric positions).")
 
 
 def cost(execution: Execution) -> float | None:
@@ -110,7 +116,8 @@ def build_report(run: RunRecord, card: ScoreCard | None) -> CellReport:
         conversation_url=where.url(f"{TRACE}/{CONVERSATION}"),
         submission_url=where.url(SUBMISSION),
         score_url=None if card is None else where.url(card_key(card.evaluator_version)),
-        evaluator_version=None if card is None else card.evaluator_version, error=run.error)
+        evaluator_version=None if card is None else card.evaluator_version, error=run.error,
+        notes=[] if card is None else card.notes, groups={} if card is None else card.groups)
 
 
 def build_reports(runs: list[RunRecord], cards: list[ScoreCard]) -> list[CellReport]:

@@ -107,7 +107,7 @@ def score_cell(run: RunRecord, submission: Path) -> ScoreCard:
     if run.status is RunStatus.INVALID:
         coding = code_errors(run.track.value, digest, run_facts(run, trace, None), model)
         return invalid_card(run, version, coding)
-    product = product_score(run, submission)
+    product = kit.finish_cell_score(product_score(run, submission))
     valid = None if product.validation is None else product.validation.ok
     coding = code_errors(run.track.value, digest, run_facts(run, trace, valid), model)
     judged = {j.stage: j for j in StageJudge(model).judge(run.track.value, run.tier.value,

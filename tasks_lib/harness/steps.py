@@ -13,7 +13,6 @@ from tasks_lib.errors import InputDataError
 from tasks_lib.harness import cell as cell_mod
 from tasks_lib.harness.cell import CellPlan
 from tasks_lib.harness.record import run_record
-from tasks_lib.imaging.pool import load_task
 from tasks_lib.records import RunRecord
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
@@ -34,7 +33,7 @@ def plan_step(agent_id: str, task_id: str, track: Track, tier: Tier, backend: Sa
 def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], replicates: int,
                    backend: SandboxBackend, judge_model: str | None) -> list[CellPlan]:
     """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist)."""
-    cards = {t: load_task(t) for t in tasks}
+    cards = {t: cell_mod.task_card(t) for t in tasks}
     pools = {t: cell_mod.local_pool_dir(t) for t in tasks}
     judge = judge_model or get_settings().judge_model
     return [cell_mod.plan_cell(a, t, cards[t].track, tier, backend, r, pools[t], judge,

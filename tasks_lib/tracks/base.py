@@ -81,9 +81,36 @@ class TrackKit(ABC):
         raise InputDataError(self.track.value, f"the {self.track.value} track has no scripted "
                                                "research recipe")
 
+    def research_card(self, task_id: str) -> TaskSpec | None:
+        """The card of ``task_id`` when it is a research task of this track that the harness
+        cannot find among the imaging cards (e.g. a challenge card), else None."""
+        return None
+
+    def cell_score(self, card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | None,
+                   pool_hash: str) -> ScoreCard | None:
+        """The product score of a research cell's submission inside the evaluator sandbox
+        (pool mounted at ``pool_dir``); None = the imaging kits' ``score_folder`` path."""
+        return None
+
+    def finish_cell_score(self, product: ScoreCard) -> ScoreCard:
+        """Host-side additions to the product score the evaluator sandbox returned (data the
+        sandbox does not mount, e.g. a challenge's leaderboard); default: unchanged."""
+        return product
+
 
 KITS: Registry[TrackKit] = Registry("track kit")
 """Every track's kit, keyed by track name (filled by :mod:`tasks_lib.tracks.catalog`)."""
+
+
+def research_card(task_id: str) -> TaskSpec | None:
+    """The card of a research task that a kit serves beyond the imaging cards (None: none)."""
+    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit once)
+
+    for name in KITS.names():
+        card = KITS.get(name).research_card(task_id)
+        if card is not None:
+            return card
+    return None
 
 
 def kit_for(track: Track | str) -> TrackKit:
