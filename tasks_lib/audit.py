@@ -801,7 +801,8 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     """Run every check on the pool at ``pool_url``; nothing is written to the pool.
 
     Args:
-        pool_url: QA pool root or imaging pool version folder (URL or local path).
+        pool_url: A pool version root (URL or local path): QA, imaging, or a track whose kit
+            has its own audit (:meth:`TrackKit.audit`, e.g. MedBench).
         judge_model: Judge of the injection check (default: the configured ``judge_model``;
             ``rules`` is the offline judge).
         judge: Builds the judge to probe instead of the harness's StageJudge (tests).
@@ -810,8 +811,13 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     Raises:
         InputDataError: ``pool_url`` holds no pool.
     """
+    from tasks_lib.tracks.base import kit_for
+
     info = pool_info(pool_url)
     model = judge_model or get_settings().judge_model
+    own = kit_for(info.track).audit(info.url, model, sandbox)
+    if own is not None:  # the track audits its own pools (TrackKit.audit)
+        return own
     with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp:
         work = Path(tmp)
         findings = [_guard("null_agents", lambda: check_null_agents(info, work)),

@@ -12,6 +12,7 @@ line (``InvalidSubmissionError``), nothing is scored. Scoring is in
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from evaluators.core import InputDataError, InvalidSubmissionError, Track
 from tasks_lib.medbench.items import (
@@ -25,6 +26,9 @@ from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import KITS, TrackKit
 
+if TYPE_CHECKING:
+    from tasks_lib.audit import AuditReport
+
 
 class MedBenchKit(TrackKit):
     """MedBench pools: metric by answer type, macro task → dimension → overall (0–100)."""
@@ -33,6 +37,7 @@ class MedBenchKit(TrackKit):
     evaluator_version = "medbench/1"
     supported_metrics = ("shuffled_accuracy", "micro_f1", "keypoint_macro_recall", "iou_set",
                          "one_minus_ned", "rubric_judge")
+    rotation_flow = "flows.medbench:rotate_medbench"
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Score the run's predictions; ``task_score`` = overall (0–100)."""
@@ -48,6 +53,13 @@ class MedBenchKit(TrackKit):
             task_score=scored.overall, metrics=scored.metrics, groups=scored.groups,
             coverage=scored.coverage, per_case=scored.per_case, notes=scored.notes,
             judge_errors=scored.judge_errors)
+
+    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport:
+        """The MedBench checks (null agents, answer key, judge injection); nothing is executed,
+        so there is no egress probe and ``sandbox`` is unused."""
+        from tasks_lib.medbench.audit import audit_medbench
+
+        return audit_medbench(pool_url, judge_model)
 
 
 KITS.add(Track.MEDBENCH.value, MedBenchKit())

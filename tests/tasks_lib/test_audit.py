@@ -235,6 +235,35 @@ def test_cli_prints_strict_json_and_exit_codes(imaging_pools: dict[str, Path],
     assert "error:" in missing.output and "no pool here" in missing.output
 
 
+MEDBENCH_TASKS = ["medqa-choice", "medqa-open", "dicom-string", "lesion-boxes", "safety-open"]
+
+
+def test_medbench_pool_is_audited_by_its_kit(tmp_path: Path) -> None:
+    """`audit pool` on a built MedBench pool asks the MedBench kit (TrackKit.audit): its three
+    checks, clean; a reference file copied into public/ is named (exit 1)."""
+    from flows.cli import audit as _cli  # noqa: F401  (registers the command)
+    from flows.cli.groups import app
+    from tasks_lib.medbench.pool import build_task, publish
+
+    url, _ = publish("mb-audit", str(tmp_path / "mb" / "v1"),
+                     {t: build_task(t) for t in MEDBENCH_TASKS}, seed=0)
+    report = audit_pool(url, judge_model="rules", sandbox=False)
+    assert report.clean, report.to_json()
+    assert report.track.value == "medbench" and report.pool_id == "mb-audit"
+    assert [f.check for f in report.findings] == ["null_agents", "answer_key", "judge_injection"]
+    assert _finding(report, "judge_injection").severity is Severity.ERROR  # open items judged
+
+    args = ["--json", "--no-sandbox", "--judge-model", "rules"]
+    ok = CliRunner().invoke(app, ["audit", "pool", url, *args])
+    assert ok.exit_code == 0, ok.output
+    pool = Path(url)
+    shutil.copy(pool / "private/references.jsonl", pool / "public/copy.jsonl")
+    bad = CliRunner().invoke(app, ["audit", "pool", url, *args])
+    assert bad.exit_code == 1
+    leak = next(f for f in _strict(bad.stdout)["findings"] if f["check"] == "answer_key")
+    assert leak["evidence"] == ["public/copy.jsonl: byte-identical to a private file"]
+
+
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 def test_egress_probe_fails_every_attempt(qa_pool: Path, tmp_path: Path) -> None:
     finding = audit.check_egress(audit.pool_info(str(qa_pool)), tmp_path)
