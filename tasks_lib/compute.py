@@ -8,11 +8,13 @@ pool in this process, or prefect-dask on the configured scheduler.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Self
 
+import dask
 from distributed import Client, LocalCluster
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
@@ -41,11 +43,34 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
         with Client(address, timeout=CONNECT_TIMEOUT_S) as client:  # type: ignore[no-untyped-call]
             yield client
         return
-    cluster = LocalCluster(  # type: ignore[no-untyped-call]
-        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-        dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
-    with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
-        yield client
+    with _keep_glibc_malloc_defaults():
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]
+            n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+            dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
+        with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
+            yield client
+
+
+@contextmanager
+def _keep_glibc_malloc_defaults() -> Iterator[None]:
+    """LocalCluster workers spawned here start without ``MALLOC_TRIM_THRESHOLD_``.
+
+    Dask's nanny puts it in this process's environment before spawning a worker (config
+    ``distributed.nanny.pre-spawn-environ``). Setting it switches off glibc's dynamic mmap
+    threshold, so every volume-sized temporary of a case is a fresh ``mmap`` and each of its pages
+    faults again: measured on the 1 mm cases, ~300k minor faults and ~1 s of system time per case
+    against ~9k and 0.03 s in a plain process. Without it a worker keeps what one case freed for
+    the next, so its memory stays at one case's working set.
+    """
+    key = "MALLOC_TRIM_THRESHOLD_"
+    saved = os.environ.pop(key, None)
+    try:
+        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{key}": None}):
+            yield
+    finally:
+        os.environ.pop(key, None)
+        if saved is not None:
+            os.environ[key] = saved
 
 
 def _status_bytes(field: str) -> int:
