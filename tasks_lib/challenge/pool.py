@@ -24,6 +24,8 @@ import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
 
+import pandas as pd
+
 from tasks_lib.audit import (
     AuditReport,
     Finding,
@@ -91,10 +93,36 @@ def _cases(card: TaskSpec, case: SyntheticCase) -> list[CaseEntry]:
             for c in case.case_ids]
 
 
+def _renamed(value: object, names: dict[str, str]) -> object:
+    """A table cell with a case id, or a path whose file is named after one, renamed."""
+    if not isinstance(value, str):
+        return value
+    head, _, base = value.rpartition("/")
+    stem, dot, rest = base.partition(".")
+    return f"{head}/" * bool(head) + names.get(stem, stem) + dot + rest
+
+
+def prefix_cases(case: SyntheticCase, prefix: str) -> SyntheticCase:
+    """Give every case of ``case`` the id ``prefix + id``: files named after a case and every
+    CSV cell naming one (ids or relative paths), so two splits never share an id or a file."""
+    names = {c: f"{prefix}{c}" for c in case.case_ids}
+    for folder in (case.public_dir, case.private_dir, case.sample_submission_dir,
+                   case.perfect_submission_dir):
+        for path in sorted(folder.rglob("*")):
+            if path.is_file() and path.suffix == ".csv":
+                table = pd.read_csv(path, dtype=str, keep_default_na=False)
+                table = table.apply(lambda col: col.map(lambda v: _renamed(v, names)))
+                table.to_csv(path, index=False)
+            if path.is_file() and path.name.split(".")[0] in names:
+                path.rename(path.with_name(str(_renamed(path.name, names))))
+    return case.model_copy(update={"case_ids": [names[c] for c in case.case_ids]})
+
+
 def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], list[CaseEntry]]:
-    """Every pool file (public and private) and the test cases, written under ``work``."""
+    """Every pool file (public and private) and the test cases, written under ``work`` (the
+    validation ids carry the prefix ``val_``)."""
     test = write_synthetic_case(card, work / "test", seed)
-    val = write_synthetic_case(card, work / "validation", seed + 1)
+    val = prefix_cases(write_synthetic_case(card, work / "validation", seed + 1), "val_")
     public, private = Visibility.PUBLIC, Visibility.PRIVATE
     arts = [*_files(test.public_dir / "images", "images/", public),
             *_files(test.sample_submission_dir, "sample_submission/", public),

@@ -29,13 +29,20 @@ def _official(sub: Path, ref: Path) -> float:
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap sandbox not installed")
 def test_scripted_agent_on_a_challenge_ends_graded_and_placed() -> None:
-    from flows.challenge import construct_challenge
-    from flows.execute import run_cell
+    from typer.testing import CliRunner
+
+    import flows.cli.challenge  # noqa: F401  (registers the command)
+    from flows.cli.groups import app
+    from flows.execute import run_cell, run_matrix
     from tasks_lib.ledger import store
     from tasks_lib.records import read_card, run_store
 
-    manifest = construct_challenge(CHALLENGE)
-    pool = Path(manifest.removesuffix("/manifest.json"))
+    built = CliRunner().invoke(app, ["pool", "build", "challenge", "--task", CHALLENGE,
+                                     "--json"])
+    assert built.exit_code == 0, built.stderr
+    summary = json.loads(built.stdout)
+    assert summary["illustrative"] is True and summary["n_cases"] == 8
+    pool = Path(summary["manifest"].removesuffix("/manifest.json"))
     audit = json.loads((pool / "audit.json").read_text())
     assert audit["report"]["clean"] and audit["override"] is None
     assert store.pools(pool_id=CHALLENGE, kind="pool")
@@ -66,3 +73,12 @@ def test_scripted_agent_on_a_challenge_ends_graded_and_placed() -> None:
     assert f"{validation:.6f}"[:6] in trace
     rows = store.scores_for([report.run_id])
     assert rows and rows[-1].task_score == pytest.approx(expected, abs=1e-9)
+
+    # The same cell through the matrix flow: one more run, the same grade, the note in the
+    # report.
+    matrix = run_matrix(matrix_id="challenge-e2e", agents=["scripted-baseline"],
+                        tasks=[CHALLENGE], tiers=["lite"])
+    (cell,) = matrix.report.cells
+    assert cell.task_id == CHALLENGE and cell.task_score.mean == pytest.approx(expected)
+    assert any(n.startswith("illustrative") for n in cell.notes)
+    assert "illustrative" in Path(matrix.report_json).with_suffix(".md").read_text()

@@ -142,3 +142,41 @@ def test_kit_serves_challenge_cards_to_the_harness() -> None:
         task_card("nope")
     steps = baseline_steps("challenge")
     assert any("local_metric.py" in code for _, _, code in steps)
+
+
+def test_build_command_refuses_an_unknown_challenge() -> None:
+    from typer.testing import CliRunner
+
+    import flows.cli.challenge  # noqa: F401  (registers the command)
+    from flows.cli.groups import app
+
+    result = CliRunner().invoke(app, ["pool", "build", "challenge", "--task", "nope"])
+    assert result.exit_code == 2
+    assert result.stderr.startswith("error:") and "ldct-iqa" in result.stderr
+
+
+def test_file_column_card_pool_prefixes_validation_ids(tmp_path: Path) -> None:
+    """Card whose answers are files: the validation split's ids, files and CSV paths carry
+    ``val_`` (no file is shared with the test answers), the audit is clean, and both splits
+    grade."""
+    from tasks_lib.challenge.card import load_challenge
+    from tasks_lib.challenge.cells import score_challenge
+    from tasks_lib.challenge.grade import grade_submission
+    from tasks_lib.challenge.pool import audit_challenge_pool, publish_challenge_pool
+
+    url, _ = publish_challenge_pool("puma-track1-task1", str(tmp_path / "v1"))
+    pool = Path(url)
+    ref = pd.read_csv(pool / "public" / "validation" / "reference" / "test_labels.csv")
+    test = pd.read_csv(pool / "private" / "test_labels.csv")
+    assert all(i.startswith("val_") for i in ref.iloc[:, 0])
+    assert not set(ref.iloc[:, 0]) & set(test.iloc[:, 0])
+    assert all(Path(p).name.startswith("val_") and (pool / "public" / "validation" /
+                                                   "reference" / p).is_file()
+               for p in ref.iloc[:, 1])
+    assert audit_challenge_pool(url).clean
+    card = load_challenge("puma-track1-task1")
+    metrics, n = grade_submission(card, pool / "public" / "validation" / "sample_submission",
+                                  pool / "public" / "validation" / "reference")
+    assert n == len(ref) and 0 < metrics["dice"] < 1
+    scored = score_challenge(card, pool, pool / "public" / "sample_submission", "r", "h", "v")
+    assert scored.invalid_reason is None and 0 < (scored.task_score or 0) < 1
