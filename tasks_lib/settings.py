@@ -10,7 +10,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import AliasChoices, Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
@@ -85,12 +85,11 @@ class Settings(BaseSettings):
     )
     rwe_db_url: str | None = Field(
         default=None,
+        validation_alias=AliasChoices("MEDFLOWS_RWE_DB_URL", "MEDFLOWS_RWE_DATABASE_URL"),
         description="Admin URL of an existing RWE study-database server (postgresql://user:pw@"
-        "host:port/db; must have no trust rules); unset = medflows starts its own cluster.")
-    rwe_database_url: str | None = Field(
-        default=None,
-        description="SQLAlchemy URL of the database `medflows pool build rwe` loads the synthetic "
-        "EHR into (postgresql+psycopg2://user@host:port/db; its three schemas are recreated).")
+        "host:port/db; must have no trust rules) where `pool build rwe` loads each EHR into its "
+        "own database and agents read it; unset = medflows starts its own cluster. "
+        "MEDFLOWS_RWE_DATABASE_URL is a deprecated alias.")
     rwe_cluster_dir: Path = Field(
         default_factory=lambda: _state_dir() / "rwe-cluster",
         description="State folder of medflows' own RWE PostgreSQL cluster (data, socket, log).")

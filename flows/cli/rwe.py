@@ -15,8 +15,8 @@ def build_rwe(
     n_patients: int = typer.Option(20_000, min=1000, help="Patients generated."),
     studies: str = typer.Option(None, help="Comma-separated study ids (default all cards)."),
     database_url: str = typer.Option(
-        None, help="SQLAlchemy URL of the study database (its mimiciv_* schemas are recreated; "
-        "default MEDFLOWS_RWE_DATABASE_URL)."),
+        None, help="Admin URL of the study server; the EHR goes into its own database "
+        "rwe_<ehr hash> there (default: MEDFLOWS_RWE_DB_URL, else medflows' own cluster)."),
     pool_id: str = typer.Option("rwe-synthetic", help="Pool name."),
     out: str = typer.Option(None, help="Pool version folder/URL (default in the storage root)."),
     audit_override: str = typer.Option(
@@ -38,7 +38,8 @@ def build_rwe(
     m = published.manifest
     summary = {"pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
                "ehr_hash": m.ehr_hash, "seed": m.seed, "n_patients": m.n_patients,
-               "database": m.database, "studies": m.studies,
+               "database": m.database, "database_reused": published.database_reused,
+               "studies": m.studies,
                "manifest": f"{published.url.rstrip('/')}/manifest.json",
                "seconds": {"generate": round(published.generate_s, 2),
                            "load": round(published.load_s, 2),

@@ -55,18 +55,27 @@ class LoadedEHR(NamedTuple):
     rows: dict[str, int]
     generate_s: float
     load_s: float
+    database: str = ""
+    """The EHR's own database on the study server (``rwe_<content_hash[:16]>``)."""
+    url: str = ""
+    """SQLAlchemy URL of that database (credentials included; never published)."""
+    reused: bool = False
+    """True: the database already held this EHR (nothing was loaded)."""
 
 
-def generate_and_load(seed: int, n_patients: int, url: str,
+def generate_and_load(seed: int, n_patients: int, server_url: str,
                       schemas: SchemaNames = SchemaNames()) -> LoadedEHR:
-    """Generate the EHR for ``seed`` and COPY it into the database at ``url``."""
+    """Generate the EHR for ``seed`` and make sure its own database on the server of
+    ``server_url`` (an admin URL) holds it: loaded with COPY the first time, reused after."""
     t0 = time.perf_counter()
     data = ehr.generate(seed, n_patients)
     csvs = ehr.table_csvs(data)
     hashes = ehr.table_hashes(csvs)
+    digest = ehr.content_hash(hashes)
     t1 = time.perf_counter()
-    rows = load.load_csvs(url, csvs, schemas)
-    return LoadedEHR(ehr.content_hash(hashes), hashes, rows, t1 - t0, time.perf_counter() - t1)
+    db = load.ensure_ehr_database(server_url, digest, csvs, schemas)
+    return LoadedEHR(digest, hashes, db.rows, t1 - t0, time.perf_counter() - t1, db.name,
+                     db.url, db.reused)
 
 
 def _published(study: Study, values: dict[str, float]) -> dict[str, FieldAnswer]:

@@ -133,7 +133,8 @@ def execute_rwe_cell(plan: CellPlan, loaded: LoadedStudy, limits: RoleLimits | N
                      ) -> Execution:
     """Run the agent with its own database role (dropped afterwards even on failure)."""
     server = study_server().model_copy(update={"database": loaded.manifest.database})
-    check_study_database(server, list(loaded.manifest.schemas.model_dump().values()))
+    check_study_database(server, list(loaded.manifest.schemas.model_dump().values()),
+                         loaded.manifest.ehr_hash)
     log = default_cluster().log if server.socket_dir is not None else None
     plan.workspace.mkdir(parents=True, exist_ok=True)
     recorder = TraceRecorder(plan.trace_dir)

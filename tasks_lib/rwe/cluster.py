@@ -264,24 +264,31 @@ def study_server() -> Server:
     return default_cluster().start()
 
 
-def study_database_url(database: str = DATABASE) -> str:
-    """SQLAlchemy admin URL of ``database`` on the study server (created if missing): where
-    ``medflows pool build rwe`` must load the EHR for agents to find it."""
-    server = study_server().model_copy(update={"database": database})
-    ensure_database(server)
-    return server.url()
+def study_database_url() -> str:
+    """SQLAlchemy admin URL of the study server (``MEDFLOWS_RWE_DB_URL``, else medflows' own
+    cluster, started on demand): the default of ``medflows pool build rwe``, which loads each
+    EHR into its own database there (:func:`tasks_lib.rwe.load.ensure_ehr_database`)."""
+    return study_server().url()
 
 
-def check_study_database(server: Server, schemas: list[str]) -> None:
+def check_study_database(server: Server, schemas: list[str], ehr_hash: str = "") -> None:
     """Fail with the fix when the pool's database or its schemas are not on the study server
-    (a pool built into another server, e.g. the shared trust-auth one)."""
+    (a pool built into another server, e.g. the shared trust-auth one), or when the database
+    records another EHR than the pool's manifest (``ehr_hash``; "" skips that check)."""
+    from tasks_lib.rwe.load import recorded_hash
+
     conn = connect(server, "postgres")
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT 1 FROM pg_database WHERE datname = %s", (server.database,))
-            found = cur.fetchone() is not None
+            recorded = recorded_hash(cur, server.database)
     finally:
         conn.close()
+    found = recorded is not None
+    if found and ehr_hash and recorded != ehr_hash:
+        raise InputDataError(f"database {server.database}", f"it holds EHR "
+                             f"{(recorded or 'unrecorded')[:16]}, not the pool's {ehr_hash[:16]} "
+                             "(its data changed since the pool was built); rebuild the pool: "
+                             "medflows pool build rwe --seed S")
     missing = list(schemas)
     if found:
         conn = connect(server)
@@ -296,5 +303,5 @@ def check_study_database(server: Server, schemas: list[str]) -> None:
     if missing:
         raise InputDataError(f"database {server.database}", f"the pool's study database "
                              f"(schemas {', '.join(missing)}) is not on the study server; build "
-                             "the pool into it: medflows pool build rwe --database-url "
-                             "<tasks_lib.rwe.cluster.study_database_url()>")
+                             "the pool into it: medflows pool build rwe --seed S (default: "
+                             "the study server)")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from prefect import get_run_logger, task
+from pydantic import Field
 from sqlalchemy.engine import make_url
 
 from evaluators.core import Frozen, InputDataError
@@ -16,7 +17,6 @@ from tasks_lib.rwe.analyses import StudyDB
 from tasks_lib.rwe.pool_audit import audit_rwe_pool
 from tasks_lib.rwe.studies import load_studies
 from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
-from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
 
@@ -28,17 +28,21 @@ class PublishedRWEPool(Frozen):
     generate_s: float
     load_s: float
     analyse_s: float
+    database_reused: bool = Field(default=False, description="The EHR's database already "
+                                  "existed on the study server (nothing was loaded).")
 
 
 def resolve_database(database_url: str | None) -> str:
-    """The study database URL: the argument, else ``MEDFLOWS_RWE_DATABASE_URL``."""
-    url = database_url or get_settings().rwe_database_url
-    if not url:
-        raise InputDataError("--database-url", "no study database: pass --database-url or set "
-                                               "MEDFLOWS_RWE_DATABASE_URL")
-    if make_url(url).get_backend_name() != "postgresql":
+    """Admin URL of the server the EHR is loaded into: the argument, else the study server the
+    agents use (``MEDFLOWS_RWE_DB_URL``, else medflows' own cluster, started on demand; never
+    the shared trust-auth server)."""
+    if not database_url:
+        from tasks_lib.rwe.cluster import study_database_url
+
+        return study_database_url()
+    if make_url(database_url).get_backend_name() != "postgresql":
         raise InputDataError("--database-url", "the study database must be PostgreSQL")
-    return url
+    return database_url
 
 
 @task(name="rwe-load-cards")
@@ -49,10 +53,12 @@ def load_cards(study_ids: list[str] | None) -> list[Study]:
 
 @task(name="rwe-generate-load", task_run_name="rwe-generate-load-seed{seed}-n{n_patients}")
 def generate_load(seed: int, n_patients: int, url: str) -> build.LoadedEHR:
-    """Generate the synthetic EHR and COPY it into the study database."""
+    """Generate the synthetic EHR and COPY it into its own database on the server (reused when
+    that database already holds it)."""
     loaded = build.generate_and_load(seed, n_patients, url)
-    get_run_logger().info("EHR %s: generated in %.1f s, loaded in %.1f s (%d lab rows)",
-                          loaded.content_hash[:12], loaded.generate_s, loaded.load_s,
+    get_run_logger().info("EHR %s in database %s: generated in %.1f s, %s in %.1f s (%d lab rows)",
+                          loaded.content_hash[:12], loaded.database, loaded.generate_s,
+                          "reused" if loaded.reused else "loaded", loaded.load_s,
                           loaded.rows.get("mimiciv_hosp.labevents", 0))
     return loaded
 
@@ -65,18 +71,18 @@ def analyse_study(study: Study, url: str) -> build.StudyBuild:
 
 @task(name="rwe-publish")
 def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
-            loaded: build.LoadedEHR, url: str, builds: list[build.StudyBuild],
+            loaded: build.LoadedEHR, builds: list[build.StudyBuild],
             timings: tuple[float, float, float]) -> PublishedRWEPool:
     """Write the pool version (version from the ledger: same content ⇒ same version)."""
     digest = build.pool_hash(loaded.content_hash, builds)
     existing = store.find_pool_by_hash(pool_id, digest)
     version = existing.version if existing else store.next_pool_version(pool_id)
     root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
-    database = make_url(url).database or ""
-    manifest = build.write_pool(root, pool_id, version, seed, n_patients, loaded, database,
+    manifest = build.write_pool(root, pool_id, version, seed, n_patients, loaded, loaded.database,
                                 SchemaNames(), builds)
     return PublishedRWEPool(url=root.root_url, manifest=manifest, generate_s=timings[0],
-                            load_s=timings[1], analyse_s=timings[2])
+                            load_s=timings[1], analyse_s=timings[2],
+                            database_reused=loaded.reused)
 
 
 @task(name="rwe-audit-pool", task_run_name="rwe-audit-{pool_url}")

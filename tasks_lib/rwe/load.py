@@ -1,9 +1,12 @@
 """Load a generated EHR into PostgreSQL with COPY (psycopg2 ``copy_expert``).
 
-The database is named by a SQLAlchemy URL (``MEDFLOWS_RWE_DATABASE_URL`` or a flag). Loading
-drops and recreates the three schemas, creates every table (:mod:`tasks_lib.rwe.schema`), COPYs
-the canonical CSVs (the bytes the content hash is computed from), indexes the id columns and
-ANALYZEs. Nothing else is written: gold answers and planted parameters never enter the database.
+Study databases are content-addressed (:func:`ensure_ehr_database`): each generated EHR gets its
+own database ``rwe_<ehr_hash[:16]>`` on the study server, marked with its full hash (a database
+comment) once the load has finished. Loading the same EHR again reuses it; a different EHR never
+touches it, so a published pool's data cannot change under it. A load creates the three schemas,
+every table (:mod:`tasks_lib.rwe.schema`), COPYs the canonical CSVs (the bytes the content hash is
+computed from), indexes the id columns and ANALYZEs. Nothing else is written: gold answers and
+planted parameters never enter the database.
 """
 
 from __future__ import annotations
@@ -128,3 +131,65 @@ def drop_database(admin_url: str, name: str) -> None:
             cur.execute(sql.SQL("DROP DATABASE IF EXISTS {}").format(sql.Identifier(name)))
     finally:
         conn.close()
+
+
+MARK = "medflows-rwe ehr_hash="
+"""Prefix of the database comment recording which EHR a study database holds."""
+
+
+def database_name(ehr_hash: str) -> str:
+    """The content-addressed study database of an EHR: ``rwe_<ehr_hash[:16]>``."""
+    if not re.fullmatch(r"[0-9a-f]{16,}", ehr_hash):
+        raise ValueError(f"not an EHR hash: {ehr_hash!r}")
+    return f"rwe_{ehr_hash[:16]}"
+
+
+def recorded_hash(cur: Any, name: str) -> str | None:
+    """The EHR hash recorded on database ``name`` ("" = unfinished load, None = no database)."""
+    cur.execute("SELECT coalesce(shobj_description(oid, 'pg_database'), '') FROM pg_database "
+                "WHERE datname = %s", (name,))
+    row = cur.fetchone()
+    if row is None:
+        return None
+    return str(row[0]).removeprefix(MARK) if str(row[0]).startswith(MARK) else ""
+
+
+class EHRDatabase(NamedTuple):
+    """Where an EHR lives and whether this call loaded it."""
+
+    url: str
+    """SQLAlchemy URL of the study database (the server URL with its name)."""
+    name: str
+    """Database name (``rwe_<ehr_hash[:16]>``)."""
+    rows: dict[str, int]
+    """Table → rows."""
+    reused: bool
+    """True: the database already held this EHR (nothing was written)."""
+
+
+def ensure_ehr_database(server_url: str, ehr_hash: str, csvs: dict[str, bytes],
+                        schemas: SchemaNames = SchemaNames()) -> EHRDatabase:
+    """The EHR's own database on the server of ``server_url`` (an admin URL): reused when its
+    recorded hash matches, else created and loaded, then marked. An advisory lock keyed by the
+    hash serialises concurrent builds of the same EHR; an unfinished load is dropped and redone."""
+    name = database_name(ehr_hash)
+    url = make_url(server_url).set(database=name).render_as_string(hide_password=False)
+    rows = {t: data.count(b"\n") - 1 for t, data in csvs.items()}
+    conn = _admin(server_url)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", (int(ehr_hash[:15], 16),))
+            found = recorded_hash(cur, name)
+            if found == ehr_hash:
+                return EHRDatabase(url, name, rows, True)
+            if found:
+                raise ValueError(f"database {name} holds EHR {found}, not {ehr_hash}")
+            if found == "":
+                drop_database(server_url, name)
+            create_database(server_url, name)
+            rows = load_csvs(url, csvs, schemas)
+            cur.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
+                sql.Identifier(name), sql.Literal(MARK + ehr_hash)))
+    finally:
+        conn.close()  # also releases the advisory lock
+    return EHRDatabase(url, name, rows, False)

@@ -1,8 +1,9 @@
 """Per-run database roles of the RWE sandbox (``../shared/specs/rwe.md`` §3 "Sandbox roles").
 
-Once per database: a ``rwe_reader`` group role that may CONNECT to the study database and SELECT
-from the study schemas only; ``PUBLIC`` loses CONNECT on every database and CREATE on ``public``.
-Per run: a login role ``rwe_run_<id>`` (random password, member of ``rwe_reader``, connection
+Once per database: a ``rwe_reader`` group role that may SELECT from the study schemas only (no
+CONNECT anywhere); ``PUBLIC`` loses CONNECT on every database and CREATE on ``public``.
+Per run: a login role ``rwe_run_<id>`` with CONNECT + TEMP on its pool's database only (each EHR
+has its own database; random password, member of ``rwe_reader``, connection
 limit, expiry, statement/idle timeouts, temp-file cap, no superuser/createdb/createrole/
 replication) with its own ``scratch_<id>`` schema; dropped after the run whatever happened
 (:func:`run_role` is a context manager; :func:`sweep_roles` removes roles a killed run left).
@@ -75,11 +76,10 @@ def ensure_reader(server: Server, schemas: tuple[str, ...] = STUDY_SCHEMAS) -> N
             if cur.fetchone() is None:
                 cur.execute(sql.SQL("CREATE ROLE {} NOLOGIN").format(sql.Identifier(READER)))
             cur.execute("SELECT datname FROM pg_database WHERE datallowconn")
-            for (name,) in cur.fetchall():
-                cur.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC").format(
-                    sql.Identifier(name)))
-            db, reader = sql.Identifier(server.database), sql.Identifier(READER)
-            cur.execute(sql.SQL("GRANT CONNECT ON DATABASE {} TO {}").format(db, reader))
+            reader = sql.Identifier(READER)
+            for (name,) in cur.fetchall():  # CONNECT goes to each run role, on its pool's db
+                cur.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC, {}").format(
+                    sql.Identifier(name), reader))
             cur.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
             cur.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
                         (list(schemas),))
@@ -114,7 +114,7 @@ def create_role(server: Server, run_id: str, limits: RoleLimits | None = None) -
                                    ("temp_file_limit", limits.temp_file_limit)):
                 cur.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
                     name, sql.Identifier(setting), sql.Literal(value)))
-            cur.execute(sql.SQL("GRANT TEMP ON DATABASE {} TO {}").format(
+            cur.execute(sql.SQL("GRANT CONNECT, TEMP ON DATABASE {} TO {}").format(
                 sql.Identifier(server.database), name))
             cur.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
                 sql.Identifier(role.scratch), name))

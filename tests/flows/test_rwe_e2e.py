@@ -29,21 +29,19 @@ def _cli(*args: str) -> object:
 
 
 def test_construct_execute_score_report() -> None:
-    from flows.rwe import construct_rwe
+    """``pool build rwe`` then ``run cell`` with no URL flag: both use the study server (the
+    test process's own cluster, as MEDFLOWS_RWE_CLUSTER_DIR names it), the EHR's own database."""
+    from flows.cli import rwe  # noqa: F401  (registers pool build rwe)
     from flows.score import score_run
-    from tasks_lib.rwe.cluster import connect
     from tasks_lib.rwe.roles import leftover_roles
 
     _, server = study_cluster()
-    conn = connect(server, "postgres")
-    conn.cursor().execute("DROP DATABASE IF EXISTS rwe_e2e")
-    conn.cursor().execute("CREATE DATABASE rwe_e2e")
-    conn.close()
-    e2e = server.model_copy(update={"database": "rwe_e2e"})
-    published = construct_rwe(seed=1, n_patients=N_PATIENTS, database_url=e2e.url(),
-                              pool_id="rwe-e2e", studies=[STUDY, "ppi-influenza-null"])
-    assert published.manifest.studies == [STUDY, "ppi-influenza-null"]
-    assert published.manifest.database == "rwe_e2e"
+    built = _cli("pool", "build", "rwe", "--seed", "0", "--n-patients", str(N_PATIENTS),
+                 "--studies", f"{STUDY},ppi-influenza-null", "--pool-id", "rwe-e2e", "--json")
+    assert isinstance(built, dict)
+    assert built["studies"] == [STUDY, "ppi-influenza-null"]
+    assert built["database"] == f"rwe_{built['ehr_hash'][:16]}"
+    e2e = server.model_copy(update={"database": built["database"]})
 
     honest = _cli("run", "cell", "--agent", "rwe-honest", "--task", STUDY, "--json")
     fabricate = _cli("run", "cell", "--agent", "rwe-fabricate", "--task", STUDY, "--json")

@@ -1,5 +1,7 @@
-"""A generated EHR loaded into a throw-away database on the shared 127.0.0.1:5432 server, built
-once per test process and dropped at exit (for the RWE data-side tests)."""
+"""A generated EHR loaded into its own database on the test process's study cluster (medflows'
+own scram-auth cluster of :mod:`tests.tasks_lib.rwe.pool_support`, removed at exit), built once
+per test process and shared by the data-side and run-side RWE tests: loading the same EHR again
+reuses that database (content-addressed), so the 8,000-patient EHR is generated and loaded once."""
 
 from __future__ import annotations
 
@@ -46,7 +48,9 @@ def fresh_database(tag: str) -> str:
 
 @lru_cache(maxsize=2)
 def loaded_db(seed: int = 0, n_patients: int = N_PATIENTS) -> LoadedDB:
-    """The EHR for ``seed`` loaded once per process."""
-    require_server()
-    url = fresh_database(f"s{seed}_n{n_patients}")
-    return LoadedDB(url, StudyDB(url), build.generate_and_load(seed, n_patients, url))
+    """The EHR for ``seed`` loaded once per process into the study cluster."""
+    from tests.tasks_lib.rwe.pool_support import study_cluster
+
+    _, server = study_cluster()
+    loaded = build.generate_and_load(seed, n_patients, server.url())
+    return LoadedDB(loaded.url, StudyDB(loaded.url), loaded)

@@ -48,19 +48,17 @@ class TestPool(NamedTuple):
 
 @lru_cache(maxsize=1)
 def built_pool(seed: int = 0) -> TestPool:
-    """Every shipped study, built on a fresh EHR in the cluster's study database."""
+    """Every shipped study, built on the process's shared EHR database in the cluster."""
     from tasks_lib.rwe import build
-    from tasks_lib.rwe.analyses import StudyDB
     from tasks_lib.rwe.studies import load_studies
     from tasks_lib.rwe.types import SchemaNames
+    from tests.tasks_lib.rwe.ehr_db import loaded_db
 
-    _, server = study_cluster()
-    url = server.url()
-    loaded = build.generate_and_load(seed, N_PATIENTS, url)
-    builds = [build.build_study(s, StudyDB(url)) for s in load_studies()]
+    shared = loaded_db(seed, N_PATIENTS)  # the data-side tests' EHR and database
+    builds = [build.build_study(s, shared.db) for s in load_studies()]
     root = Storage.from_settings().child(f"pools/rwe-run-tests-{os.getpid()}/v1")
     manifest = build.write_pool(root, f"rwe-run-tests-{os.getpid()}", 1, seed, N_PATIENTS,
-                                loaded, server.database, SchemaNames(), builds)
+                                shared.loaded, shared.loaded.database, SchemaNames(), builds)
     store.record_pool(PoolRow(pool_id=manifest.pool_id, version=1, track="rwe",
                               content_hash=manifest.content_hash,
                               manifest_url=root.url("manifest.json"),

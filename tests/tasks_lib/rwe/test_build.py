@@ -17,7 +17,8 @@ from tasks_lib.rwe import load
 from tasks_lib.rwe.pool_audit import audit_rwe_pool, null_agent_sr
 from tasks_lib.rwe.types import FieldAnswer, FieldType, StudyAnswers, load_study_pool
 from tasks_lib.storage import Storage
-from tests.tasks_lib.rwe.ehr_db import fresh_database, require_server
+from tests.tasks_lib.rwe.ehr_db import loaded_db, require_server
+from tests.tasks_lib.rwe.pool_support import study_cluster
 
 
 def _answers(mcq: dict[str, str], ratio: tuple[float, float], p: float) -> StudyAnswers:
@@ -40,13 +41,23 @@ def test_null_agent_sr_by_hand() -> None:
     assert null_agent_sr(pool, "B") == 0.0
 
 
-def test_missing_database_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("MEDFLOWS_RWE_DATABASE_URL", raising=False)
+def test_bad_database_settings_are_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
+    """No URL flag: the default is the study server; the deprecated MEDFLOWS_RWE_DATABASE_URL
+    still names it, and the shared trust-auth server is refused before anything is loaded."""
     from tasks_lib.settings import reset_settings
 
+    monkeypatch.delenv("MEDFLOWS_RWE_DB_URL", raising=False)
+    monkeypatch.setenv("MEDFLOWS_RWE_DATABASE_URL", "postgresql://postgres:x@127.0.0.1:5432/"
+                                                    "postgres")
     reset_settings()
-    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "1"])
-    assert res.exit_code == 2 and "MEDFLOWS_RWE_DATABASE_URL" in res.output
+    try:
+        require_server()
+        res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "1"])
+        assert res.exit_code == 2 and "trust rules" in res.output
+        assert res.output.count("error:") == 1
+    finally:
+        monkeypatch.undo()
+        reset_settings()
     res = CliRunner().invoke(app, ["pool", "build", "rwe", "--database-url", "sqlite:///x.db"])
     assert res.exit_code == 2 and "PostgreSQL" in res.output
     res = CliRunner().invoke(app, ["pool", "build", "rwe", "--studies", "no-such-study",
@@ -58,12 +69,14 @@ def test_missing_database_is_one_error_line(monkeypatch: pytest.MonkeyPatch) -> 
 def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     from flows.rwe import construct_rwe
 
-    require_server()
-    url = fresh_database("flow")
+    shared = loaded_db()  # no URL: the study server (the test cluster); same EHR => reused
     out = tmp_path / "pool"
     published = construct_rwe(seed=0, n_patients=8000, studies=["albumin-ap", "glucose-ich"],
-                              database_url=url, pool_id="rwe-flow-test", out=str(out))
+                              pool_id="rwe-flow-test", out=str(out))
     m = published.manifest
+    assert m.database == f"rwe_{m.ehr_hash[:16]}" == shared.loaded.database
+    assert published.database_reused and m.ehr_hash == shared.loaded.content_hash
+    url = shared.url
     assert m.studies == ["albumin-ap", "glucose-ich"] and m.version == 1 and m.seed == 0
     pool = load_study_pool(Storage(str(out)))
     assert set(pool.answers) == {"albumin-ap", "glucose-ich"}
@@ -85,11 +98,18 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     assert [(r.version, r.content_hash) for r in rows] == [(1, m.content_hash)]
 
     # the gate sees anything added to the study database (a gold table, a comment)
+    # (on the shared database: undone at the end)
     with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
         cur.execute("CREATE TABLE mimiciv_derived.gold (field text, value float)")
         cur.execute("COMMENT ON TABLE mimiciv_hosp.patients IS 'or 0.5'")
     conn.close()
-    report = audit_rwe_pool(str(out), url)
+    try:
+        report = audit_rwe_pool(str(out), url)
+    finally:
+        with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
+            cur.execute("DROP TABLE mimiciv_derived.gold")
+            cur.execute("COMMENT ON TABLE mimiciv_hosp.patients IS NULL")
+        conn.close()
     leak = next(f for f in report.findings if f.check == "database_leak")
     assert not report.clean and not leak.passed
     assert any("mimiciv_derived.gold.value" in e for e in leak.evidence)
@@ -100,10 +120,9 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("prefect_harness")
 def test_full_build_20k_from_the_cli(tmp_path: Path) -> None:
     """``medflows pool build rwe --json`` at 20,000 patients, all studies (timed)."""
-    require_server()
-    url = fresh_database("cli20k")
+    study_cluster()  # no URL flag: the study server (the test cluster)
     start = time.perf_counter()
-    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "0", "--database-url", url,
+    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "0",
                                    "--out", str(tmp_path / "pool"), "--pool-id", "rwe-20k",
                                    "--json"])
     elapsed = time.perf_counter() - start

@@ -121,5 +121,50 @@ def test_a_pool_database_missing_from_the_study_server_is_named(rwe_server: Serv
     with pytest.raises(InputDataError, match="mimiciv_other"):
         check_study_database(rwe_server, ["mimiciv_hosp", "mimiciv_other"])
     elsewhere = rwe_server.model_copy(update={"database": "loaded_on_another_server"})
-    with pytest.raises(InputDataError, match="pool build rwe --database-url"):
+    with pytest.raises(InputDataError, match="pool build rwe --seed"):
         check_study_database(elsewhere, ["mimiciv_hosp"])
+
+
+def test_ehr_databases_are_content_addressed_and_roles_reach_only_theirs(
+        rwe_server: Server) -> None:
+    """Two EHRs get two databases; loading the first again reuses it (no write, its content
+    stays); a run role of one pool may CONNECT to that database only; a changed recorded hash
+    makes the run refuse."""
+    from evaluators.core import InputDataError
+    from tasks_lib.rwe import load
+    from tasks_lib.rwe.cluster import check_study_database, connect
+
+    tiny = {"mimiciv_hosp.patients": b"subject_id,gender,anchor_age,anchor_year,"
+            b"anchor_year_group,dod\n10000001,F,70,2150,2014 - 2016,\n"}
+    hash_a, hash_b = "a" * 64, "b" * 64
+    admin = rwe_server.url()
+    first = load.ensure_ehr_database(admin, hash_a, tiny)
+    try:
+        assert (first.name, first.reused, first.rows) == (
+            "rwe_aaaaaaaaaaaaaaaa", False, {"mimiciv_hosp.patients": 1})
+        server_a = rwe_server.model_copy(update={"database": first.name})
+        conn = connect(server_a)
+        with conn.cursor() as cur:  # a marker row: a reuse must not reload
+            cur.execute("INSERT INTO mimiciv_hosp.patients VALUES "
+                        "(10000002, 'M', 50, 2150, '2014 - 2016', NULL)")
+        conn.close()
+        other = load.ensure_ehr_database(admin, hash_b, tiny)
+        again = load.ensure_ehr_database(admin, hash_a, tiny)
+        assert other.name == "rwe_bbbbbbbbbbbbbbbb" and not other.reused and again.reused
+        conn = connect(server_a)
+        with conn.cursor() as cur:
+            cur.execute("SELECT count(*) FROM mimiciv_hosp.patients")
+            assert cur.fetchone() == (2,)
+        conn.close()
+        check_study_database(server_a, ["mimiciv_hosp"], hash_a)
+        with pytest.raises(InputDataError, match="holds EHR bbbbbbbbbbbbbbbb"):
+            check_study_database(server_a.model_copy(update={"database": other.name}),
+                                 ["mimiciv_hosp"], hash_a)
+        with run_role(server_a, "run-pool-a") as role:
+            login(server_a, role.name, role.password).close()
+            for elsewhere in (other.name, rwe_server.database):
+                with pytest.raises(psycopg2.OperationalError, match="permission denied"):
+                    login(server_a, role.name, role.password, database=elsewhere)
+    finally:
+        for name in ("rwe_aaaaaaaaaaaaaaaa", "rwe_bbbbbbbbbbbbbbbb"):
+            load.drop_database(admin, name)
