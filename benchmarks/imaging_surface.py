@@ -21,7 +21,8 @@ Times are wall-clock sums over the pairs, one call per pair and metric after a w
 of our metrics is timed from scratch (``clear_memo`` first), although on a score card the metrics
 of one mask pair share one distance computation (also printed). ``hd95_vs_fastest`` is the
 fastest reference's Hausdorff time (MONAI HD95, SimpleITK HD, surface-distance robust HD95) over
-ours; ``max_abs_diff_mm`` is the largest difference over every compared distance.
+ours; ``max_abs_diff_mm`` is the largest difference over every compared distance. Agreement means
+within 1e-6 mm, or within MONAI's float32 rounding (half a float32 step) where that is coarser.
 Run: ``.venv/bin/python benchmarks/imaging_surface.py [--cases 5]``. Last line ``RESULT …``.
 """
 
@@ -151,6 +152,13 @@ COMPARED = [  # (ours, reference, unit): values that must agree
     ("surfel_nsd", "sd_nsd", "1")]
 
 
+def _tolerance(reference: str, value: Any) -> float:
+    """1e-6 mm, or half a float32 step of the value for MONAI (it returns float32 tensors)."""
+    if not reference.startswith("monai"):
+        return 1e-6
+    return max(1e-6, float(np.spacing(np.float32(np.max(np.abs(value))))) / 2)
+
+
 def _diff(ours: Any, theirs: Any) -> float:
     a, b = np.atleast_1d(np.asarray(ours, dtype=float)), np.atleast_1d(np.asarray(theirs, float))
     return float(np.max(np.abs(a - b)))
@@ -166,7 +174,10 @@ def run(pairs: Iterator[Pair]) -> tuple[dict[str, float], dict[str, float], int]
         for name, (_, t) in {**ours, **refs}.items():
             times[name] = times.get(name, 0.0) + t
         for mine, theirs, _ in COMPARED:
-            diffs[mine] = max(diffs.get(mine, 0.0), _diff(ours[mine][0], refs[theirs][0]))
+            diff = _diff(ours[mine][0], refs[theirs][0])
+            diffs[mine] = max(diffs.get(mine, 0.0), diff)
+            if diff > _tolerance(theirs, refs[theirs][0]):
+                diffs["disagreements"] = diffs.get("disagreements", 0.0) + 1
         sitk = _diff(ours["hd"][0], refs["sitk_hd"][0][0])  # (HD, average over mask voxels)
         diffs["sitk_hd_max"] = max(diffs.get("sitk_hd_max", 0.0), sitk)
         diffs["sitk_hd_same"] = diffs.get("sitk_hd_same", 0.0) + (sitk < 1e-6)
@@ -220,7 +231,7 @@ def compare(pairs: Iterator[Pair]) -> None:
     _warm_up()
     times, diffs, n = run(pairs)
     line = report(times, diffs, n)
-    assert max(diffs[m] for m, _, _ in COMPARED) < 1e-6, "a metric disagrees with its reference"
+    assert "disagreements" not in diffs, "a metric disagrees with its reference"
     print(line)
 
 
