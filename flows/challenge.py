@@ -101,11 +101,14 @@ def construct_challenge(task_id: str, out: str | None = None, seed: int = 0,
     ``seed + 1``) as public inputs, sample submission, validation split and local metric, the
     test answers private → write (vN) → exploit audit (publish gate, ``audit.json``) → ledger.
     Returns the URL of the version's ``manifest.json``."""
-    from tasks_lib.challenge.pool import gate_and_record, publish_challenge_pool
+    from tasks_lib.audit import audit_gate
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.imaging.pool import record_pool
 
     url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(task_id, out,
                                                                                  seed)
-    task(name="audit-challenge-pool")(gate_and_record)(url, manifest, audit_override)
+    audit_gate(url, audit_override)
+    task(name="record-challenge-pool")(record_pool)(url, manifest)
     print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases "
           "(synthetic, illustrative)")
     return f"{url.rstrip('/')}/manifest.json"

@@ -29,12 +29,10 @@ import pandas as pd
 from tasks_lib.audit import (
     AuditReport,
     Finding,
-    GateRecord,
     PoolInfo,
     Severity,
     check_answer_key,
     pool_info,
-    require_clean,
 )
 from tasks_lib.challenge import local_metric
 from tasks_lib.challenge.card import layout, load_challenge
@@ -43,7 +41,6 @@ from tasks_lib.imaging.pool import (
     MANIFEST,
     card_digest,
     content_hash,
-    record_pool,
     version_for,
     versioned_url,
 )
@@ -223,10 +220,3 @@ def audit_challenge_pool(pool_url: str) -> AuditReport:
     return AuditReport(pool_url=info.url, pool_id=info.pool_id, version=info.version,
                        pool_hash=info.pool_hash, track=info.track, created_at=datetime.now(UTC),
                        findings=findings)
-
-
-def gate_and_record(pool_url: str, manifest: PoolManifest, override: str | None) -> GateRecord:
-    """Audit the written version, pass the publish gate (``audit.json``), then ledger it."""
-    record = require_clean(audit_challenge_pool(pool_url), override)
-    record_pool(pool_url, manifest)
-    return record

@@ -133,7 +133,15 @@ def runs_root() -> Path:
 def local_pool_dir(task_id: str) -> Path:
     """Local folder of the task's newest built pool version; execute never builds one (a
     missing pool fails with the command that builds it)."""
-    return local_root(Storage(latest_pool_url(task_id)))
+    try:
+        return local_root(Storage(latest_pool_url(task_id)))
+    except InputDataError:
+        card = research_card(task_id)  # e.g. a challenge card: its track's build command
+        if card is None:
+            raise
+        raise InputDataError(f"pool {task_id}", "not built yet; build it with: medflows pool "
+                                                f"build {card.track.value} --task {task_id}"
+                             ) from None
 
 
 def task_card(task_id: str) -> TaskSpec:

@@ -12,6 +12,7 @@ from pathlib import Path
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Track
 from evaluators.metrics import METRICS
+from tasks_lib.audit import AuditReport
 from tasks_lib.challenge.card import list_challenges, load_challenge
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
@@ -39,6 +40,12 @@ class ChallengeKit(TrackKit):
         from tasks_lib.challenge.cells import RECIPE
 
         return "sample submission checked with the local metric", RECIPE
+
+    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport:
+        """The challenge checks (:func:`tasks_lib.challenge.pool.audit_challenge_pool`)."""
+        from tasks_lib.challenge.pool import audit_challenge_pool
+
+        return audit_challenge_pool(pool_url)
 
     def research_card(self, task_id: str) -> TaskSpec | None:
         """A challenge card (its pool: ``medflows pool build challenge``)."""

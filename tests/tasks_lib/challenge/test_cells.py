@@ -180,3 +180,20 @@ def test_file_column_card_pool_prefixes_validation_ids(tmp_path: Path) -> None:
     assert n == len(ref) and 0 < metrics["dice"] < 1
     scored = score_challenge(card, pool, pool / "public" / "sample_submission", "r", "h", "v")
     assert scored.invalid_reason is None and 0 < (scored.task_score or 0) < 1
+
+
+def test_cell_without_a_pool_names_the_challenge_build_command() -> None:
+    from tasks_lib.errors import InputDataError
+    from tasks_lib.harness.cell import local_pool_dir
+
+    with pytest.raises(InputDataError, match="medflows pool build challenge --task seg_a"):
+        local_pool_dir("seg_a")
+
+
+def test_generic_audit_dispatches_to_the_challenge_checks(pool: Path) -> None:
+    from tasks_lib.audit import audit_pool
+
+    report = audit_pool(str(pool))
+    assert report.clean and report.track.value == "challenge"
+    assert [f.check for f in report.findings][:3] == ["null_agents", "answer_key",
+                                                      "grader_tampering"]
