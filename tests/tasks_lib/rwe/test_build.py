@@ -10,6 +10,7 @@ import psycopg2
 import pytest
 from typer.testing import CliRunner
 
+import flows.cli.audit  # (registers audit pool)
 import flows.cli.rwe  # noqa: F401  (registers pool build rwe)
 from flows.cli import app
 from tasks_lib.ledger import store
@@ -97,6 +98,11 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     rows = [r for r in store.pools(track="rwe") if r.pool_id == "rwe-flow-test"]
     assert [(r.version, r.content_hash) for r in rows] == [(1, m.content_hash)]
 
+    # medflows audit pool on an RWE pool: the kit's own checks on the pool's database
+    res = CliRunner().invoke(app, ["audit", "pool", str(out), "--json"])
+    assert res.exit_code == 0, res.output
+    assert {f["check"]: f["passed"] for f in json.loads(res.output)["findings"]} == checks
+
     # the gate sees anything added to the study database (a gold table, a comment)
     # (on the shared database: undone at the end)
     with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
@@ -105,6 +111,8 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     conn.close()
     try:
         report = audit_rwe_pool(str(out), url)
+        res = CliRunner().invoke(app, ["audit", "pool", str(out), "--json"])
+        assert res.exit_code == 1 and '"database_leak"' in res.output
     finally:
         with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
             cur.execute("DROP TABLE mimiciv_derived.gold")
