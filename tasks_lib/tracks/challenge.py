@@ -61,10 +61,18 @@ class ChallengeKit(TrackKit):
                           self.evaluator_version, self.limits)
 
     def finish_cell_score(self, product: ScoreCard) -> ScoreCard:
-        """Place the graded card on the human leaderboard (marked illustrative)."""
+        """Place the graded card on the human leaderboard (marked illustrative); the cell's
+        task score is the leaderboard percentile (0–1, higher is better, like every track's
+        task score that Overall weighs), the primary metric's value stays in ``metrics``."""
         from tasks_lib.challenge.cells import with_placement
 
-        return with_placement(product)
+        placed = with_placement(product)
+        percentile = placed.groups["leaderboard"]["percentile"]
+        note = (f"cell task score = leaderboard percentile {percentile:.4f} (the challenge's "
+                f"primary metric {product.primary_metric} = {product.task_score} is on its own "
+                "scale)")
+        return placed.model_copy(update={"task_score": percentile, "primary_metric": "percentile",
+                                         "notes": [*placed.notes, note]})
 
 
 KITS.add(Track.CHALLENGE.value, ChallengeKit())

@@ -51,12 +51,15 @@ def test_scripted_agent_on_a_challenge_ends_graded_and_placed() -> None:
     assert report.status.value == "completed" and report.violations == []
     expected = _official(pool / "public" / "sample_submission" / "submission.csv",
                          pool / "private" / "test_labels.csv")
-    assert report.task_score == pytest.approx(expected, abs=1e-9)
+    assert report.metrics == {"score": pytest.approx(expected, abs=1e-9)}
     assert report.stages.s4 == report.stages.s5 == 1.0
     assert report.stages.s1 is not None and report.overall is not None
 
     card = read_card(report.run_id, report.evaluator_version or "")
     position = 1 + sum(h > expected for h in HUMANS)
+    # The cell's task score is the percentile (Overall weighs a 0–1 task score).
+    assert report.task_score == pytest.approx(1 - (position - 1) / 6)
+    assert 0 <= (report.overall or 0) <= 1 and card.primary_metric == "percentile"
     assert card.groups["positions"] == {"score": float(position)}
     assert card.groups["leaderboard"]["percentile"] == pytest.approx(1 - (position - 1) / 6)
     assert card.groups["leaderboard"]["illustrative"] == 1.0
@@ -72,13 +75,13 @@ def test_scripted_agent_on_a_challenge_ends_graded_and_placed() -> None:
     assert "local metric (validation):" in trace
     assert f"{validation:.6f}"[:6] in trace
     rows = store.scores_for([report.run_id])
-    assert rows and rows[-1].task_score == pytest.approx(expected, abs=1e-9)
+    assert rows and rows[-1].task_score == report.task_score
 
     # The same cell through the matrix flow: one more run, the same grade, the note in the
     # report.
     matrix = run_matrix(matrix_id="challenge-e2e", agents=["scripted-baseline"],
                         tasks=[CHALLENGE], tiers=["lite"])
     (cell,) = matrix.report.cells
-    assert cell.task_id == CHALLENGE and cell.task_score.mean == pytest.approx(expected)
+    assert cell.task_id == CHALLENGE and cell.task_score.mean == report.task_score
     assert any(n.startswith("illustrative") for n in cell.notes)
     assert "illustrative" in Path(matrix.report_json).with_suffix(".md").read_text()
