@@ -8,6 +8,7 @@ pool in this process, or prefect-dask on the configured scheduler.
 
 from __future__ import annotations
 
+import ctypes
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -15,7 +16,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import dask
-from distributed import Client, LocalCluster
+from distributed import Client, LocalCluster, WorkerPlugin
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from tasks_lib.settings import get_settings
@@ -41,6 +42,7 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
     address = get_settings().dask_address
     if address:
         with Client(address, timeout=CONNECT_TIMEOUT_S) as client:  # type: ignore[no-untyped-call]
+            client.register_plugin(KeepFreedMemory(), name="medflows-keep-freed-memory")
             yield client
         return
     with _keep_glibc_malloc_defaults():
@@ -71,6 +73,32 @@ def _keep_glibc_malloc_defaults() -> Iterator[None]:
         os.environ.pop(key, None)
         if saved is not None:
             os.environ[key] = saved
+
+
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
+"""glibc ``mallopt`` parameters (``malloc.h``)."""
+
+
+def keep_freed_memory(mmap_bytes: int = 32 * 2**20, trim_bytes: int = 512 * 2**20) -> bool:
+    """Make glibc serve allocations below ``mmap_bytes`` from the heap and keep up to
+    ``trim_bytes`` of freed heap, so one case's temporaries are reused by the next case instead
+    of being mapped (and page-faulted) afresh. Undoes, at run time, what ``dask worker`` sets with
+    ``MALLOC_TRIM_THRESHOLD_``. Returns False where there is no glibc."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:
+        return False
+    return bool(libc.mallopt(M_MMAP_THRESHOLD, mmap_bytes)
+                and libc.mallopt(M_TRIM_THRESHOLD, trim_bytes))
+
+
+class KeepFreedMemory(WorkerPlugin):
+    """Applies :func:`keep_freed_memory` on every worker of an existing cluster (present and
+    future) when medflows connects to it: their nannies started them with dask's
+    ``MALLOC_TRIM_THRESHOLD_``, which doubles the CPU time of a 1 mm case in page faults."""
+
+    def setup(self, worker: Any) -> None:
+        keep_freed_memory()
 
 
 def _status_bytes(field: str) -> int:
