@@ -4,6 +4,7 @@ submission, trace, run record and ledger run row). Scoring is the score flow's
 
 from __future__ import annotations
 
+from itertools import product
 from pathlib import Path
 
 from prefect import task
@@ -18,6 +19,7 @@ from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
 from tasks_lib.settings import get_settings
+from tasks_lib.tracks.base import kit_for
 
 
 @task(task_run_name="plan-{agent_id}-{task_id}-{tier}-r{replicate}")
@@ -32,13 +34,22 @@ def plan_step(agent_id: str, task_id: str, track: Track, tier: Tier, backend: Sa
 @task(task_run_name="plan-grid")
 def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], replicates: int,
                    backend: SandboxBackend, judge_model: str | None) -> list[CellPlan]:
-    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist)."""
+    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist);
+    a kit that plans its own cells (:meth:`~tasks_lib.tracks.base.TrackKit.plan_research_cell`,
+    e.g. RWE studies) is asked first."""
     cards = {t: cell_mod.task_card(t) for t in tasks}
-    pools = {t: cell_mod.local_pool_dir(t) for t in tasks}
+    kits = {t: kit_for(cards[t].track) for t in tasks}
     judge = judge_model or get_settings().judge_model
-    return [cell_mod.plan_cell(a, t, cards[t].track, tier, backend, r, pools[t], judge,
-                               cards[t].time_budget_s)
-            for a in agents for t in tasks for tier in tiers for r in range(replicates)]
+    pools: dict[str, Path] = {}
+    plans = []
+    for a, t, tier, r in product(agents, tasks, tiers, range(replicates)):
+        plan = kits[t].plan_research_cell(a, t, tier, backend, r, judge)
+        if plan is None:
+            pool = pools.get(t) or pools.setdefault(t, cell_mod.local_pool_dir(t))
+            plan = cell_mod.plan_cell(a, t, cards[t].track, tier, backend, r, pool, judge,
+                                      cards[t].time_budget_s)
+        plans.append(plan)
+    return plans
 
 
 @task(task_run_name="execute-{plan.run_id}")
@@ -49,7 +60,11 @@ def execute_step(plan: CellPlan) -> RunRecord:
     The row is written whatever the agent did to the host steps: :func:`execute_cell` turns
     its own failures into an invalid/error status with the reason, and anything that still
     escapes it is recorded here as an ``error`` run (user mistakes and a missing sandbox
-    program are raised as before)."""
+    program are raised as before). A kit that executes its own cells (RWE) runs and records
+    the plan itself (:meth:`~tasks_lib.tracks.base.TrackKit.execute_research_cell`)."""
+    own = kit_for(plan.track).execute_research_cell(plan)
+    if own is not None:
+        return own
     try:
         execution = cell_mod.execute_cell(plan)
     except (InputDataError, SandboxUnavailableError):

@@ -7,10 +7,10 @@ from prefect import task
 
 from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.errors import InputDataError
-from tasks_lib.harness.cell import Execution, local_root
+from tasks_lib.harness.cell import CellPlan, Execution, local_root
 from tasks_lib.records import RunRecord
 from tasks_lib.rwe.cell import execute_rwe_cell, plan_rwe_cell, rwe_run_record
-from tasks_lib.rwe.pools import load_study
+from tasks_lib.rwe.pools import LoadedStudy, load_study
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
@@ -30,6 +30,12 @@ def rwe_execute_step(agent_id: str, study_id: str, tier: str = "lite", sandbox: 
     plan = plan_rwe_cell(agent_id, study_id, Tier(tier), SandboxBackend(sandbox), replicate,
                          local_root(Storage(loaded.pool_url)),
                          judge_model or get_settings().judge_model)
+    return run_rwe_plan(plan, loaded)
+
+
+def run_rwe_plan(plan: CellPlan, loaded: LoadedStudy) -> RunRecord:
+    """Execute a planned RWE cell on its loaded study, then store and ledger the run record
+    (a host-side crash after the plan becomes an ``error`` run with its reason)."""
     try:
         execution = execute_rwe_cell(plan, loaded)
     except (InputDataError, SandboxUnavailableError):

@@ -19,6 +19,9 @@ from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 if TYPE_CHECKING:
     from tasks_lib.audit import AuditReport
+    from tasks_lib.domain import Tier
+    from tasks_lib.harness.cell import CellPlan
+    from tasks_lib.sandbox.base import SandboxBackend
 
 
 class TrackKit(ABC):
@@ -96,6 +99,19 @@ class TrackKit(ABC):
         """Host-side additions to the product score the evaluator sandbox returned (data the
         sandbox does not mount, e.g. a challenge's leaderboard); default: unchanged."""
         return product
+
+    def plan_research_cell(self, agent_id: str, task_id: str, tier: Tier,
+                           backend: SandboxBackend, replicate: int, judge_model: str
+                           ) -> CellPlan | None:
+        """The plan of a research cell this kit runs itself (its own pool lookup and limits,
+        e.g. RWE: the newest published pool holding the study); None = the generic plan on the
+        task's own newest pool (:func:`tasks_lib.harness.cell.plan_cell`)."""
+        return None
+
+    def execute_research_cell(self, plan: CellPlan) -> RunRecord | None:
+        """Execute a plan from :meth:`plan_research_cell` and record its run (store + ledger);
+        None = the generic harness (:func:`tasks_lib.harness.cell.execute_cell`)."""
+        return None
 
 
 KITS: Registry[TrackKit] = Registry("track kit")

@@ -18,6 +18,10 @@ from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
     from tasks_lib.audit import AuditReport
+    from tasks_lib.domain import Tier
+    from tasks_lib.harness.cell import CellPlan
+    from tasks_lib.sandbox.base import SandboxBackend
+    from tasks_lib.taskspec import TaskSpec
 
 
 class RweKit(TrackKit):
@@ -48,6 +52,38 @@ class RweKit(TrackKit):
         server = study_server().model_copy(update={"database": m.database})
         check_study_database(server, list(m.schemas.model_dump().values()), m.ehr_hash)
         return audit_rwe_pool(pool_url, server.url())
+
+    def research_card(self, task_id: str) -> TaskSpec | None:
+        """The study card of an RWE study id (``datasets/rwe/<id>/task.yaml``), else None."""
+        from tasks_lib.rwe.pools import is_rwe_study
+        from tasks_lib.taskspec import load_card
+
+        return load_card(Track.RWE, task_id) if is_rwe_study(task_id) else None
+
+    def plan_research_cell(self, agent_id: str, task_id: str, tier: Tier,
+                           backend: SandboxBackend, replicate: int, judge_model: str
+                           ) -> CellPlan | None:
+        """An RWE cell on the newest published RWE pool holding the study (the study's limits:
+        spec §4); None when ``task_id`` is not an RWE study."""
+        from tasks_lib.harness.cell import local_root
+        from tasks_lib.rwe.cell import plan_rwe_cell
+        from tasks_lib.rwe.pools import find_pool, is_rwe_study
+        from tasks_lib.storage import Storage
+
+        if not is_rwe_study(task_id):
+            return None
+        pool_dir = local_root(Storage(find_pool(task_id)))
+        return plan_rwe_cell(agent_id, task_id, tier, backend, replicate, pool_dir, judge_model)
+
+    def execute_research_cell(self, plan: CellPlan) -> RunRecord:
+        """Run a planned RWE cell (its own database role, ``submit_answers``) on the plan's
+        pool and record the run."""
+        from tasks_lib.rwe.pools import load_study
+        from tasks_lib.rwe.steps import run_rwe_plan
+        from tasks_lib.storage import Storage
+
+        loaded = load_study(plan.task_id, Storage(str(plan.pool_dir)).root_url)
+        return run_rwe_plan(plan, loaded)
 
 
 KITS.add(Track.RWE.value, RweKit())

@@ -56,6 +56,17 @@ def test_construct_execute_score_report() -> None:
     assert again.evaluator_version == honest["evaluator_version"] == "rwe-1"
     assert again.metrics == honest["metrics"]
 
+    # medflows run matrix plans RWE cells through the kit (newest pool holding the study)
+    matrix = _cli("run", "matrix", "--agents", "rwe-honest,rwe-careless", "--tasks", STUDY,
+                  "--matrix-id", "rwe-e2e", "--json")
+    assert isinstance(matrix, dict)
+    cells = {c["agent_id"]: c for c in matrix["report"]["cells"]}
+    assert cells["rwe-honest"]["task_score"]["mean"] == 1.0
+    assert cells["rwe-careless"]["task_score"]["mean"] == 0.0
+    assert {c["task_id"] for c in cells.values()} == {STUDY}
+    assert len(matrix["report"]["run_ids"]) == 2
+    assert leftover_roles(e2e) == []
+
     report = _cli("report", "rwe", "--task", STUDY, "--json")
     assert isinstance(report, dict)
     rows = {r["agent_id"]: r for r in report["rows"]}

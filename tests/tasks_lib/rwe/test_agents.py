@@ -59,8 +59,10 @@ def test_careless_agent_cohort_is_flagged_and_fails() -> None:
 
 
 def test_escape_agent_is_refused_and_its_run_invalid() -> None:
-    _, server = study_cluster()
-    built_pool()
+    from tests.tasks_lib.rwe.ehr_db import loaded_db
+
+    built_pool()  # another run's role and scratch schema on the same pool database
+    server = study_cluster()[1].model_copy(update={"database": loaded_db().loaded.database})
     with run_role(server, "run-other") as other:  # another run's role and scratch schema
         import psycopg2
 
