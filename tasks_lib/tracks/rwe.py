@@ -31,6 +31,7 @@ class RweKit(TrackKit):
     evaluator_version = "rwe-1"
     supported_metrics = ("rwe_acc", "rwe_rar", "rwe_smr", "rwe_sr", "rwe_cr")
     scores_own_cells = True
+    baseline_kinds = ("perfect", "empty", "constant")
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Metrics and screening of one run (see :func:`tasks_lib.rwe.scoring.score_rwe_run`)."""
