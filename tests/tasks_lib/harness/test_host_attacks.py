@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.memory import peak_bytes, reset_peak
+from tasks_lib.compute import peak_rss, reset_peak_rss
 from support.openai_server import FakeOpenAIServer
 
 from tasks_lib.domain import RunStatus, Tier, Track
@@ -61,12 +61,12 @@ def test_attacks_end_in_the_ledger_with_bounded_host_memory(
         plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
                               cell.SandboxBackend(backend), 0, seg_pool, "rules",
                               time_budget_s=120)
-        before = reset_peak()
+        before = reset_peak_rss()
         try:
             record = execute_step.fn(plan)
         finally:
             remove_tree(plan.workspace)
-        grown = peak_bytes() - before
+        grown = peak_rss() - before
     reset_settings()
     assert grown < 2**30  # the attacks cost the host < 1 GiB
     row = store.runs(run_id=plan.run_id)[0]
