@@ -9,7 +9,6 @@ child starts from that child's own memory.
 
 from __future__ import annotations
 
-
 PEAK_SNIPPET = ("int(next(line for line in open('/proc/self/status') "
                 "if line.startswith('VmHWM')).split()[1]) * 1024")
 """A Python expression giving this process's peak RSS in bytes (for child-process scripts)."""

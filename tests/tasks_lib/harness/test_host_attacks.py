@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from tasks_lib.compute import peak_rss, reset_peak_rss
 from support.openai_server import FakeOpenAIServer
 
+from tasks_lib.compute import peak_rss, reset_peak_rss
 from tasks_lib.domain import RunStatus, Tier, Track
 from tasks_lib.harness import cell
 from tasks_lib.harness.policies import ScriptedPolicy
