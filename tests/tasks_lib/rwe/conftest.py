@@ -1,13 +1,8 @@
-"""Fixtures of the RWE run-side tests: a private scram-auth PostgreSQL cluster (medflows' own,
-started and stopped by the test session) holding a tiny study schema and a private schema."""
+"""Fixtures of the RWE run-side tests: the process's private scram-auth PostgreSQL cluster
+(medflows' own, shared with the pool tests) whose admin database holds a tiny study schema and a
+private schema."""
 
 from __future__ import annotations
-
-import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -28,18 +23,13 @@ INSERT INTO medflows_private.gold VALUES ('secret', 0.5);
 
 
 @pytest.fixture(scope="session")
-def rwe_cluster() -> Iterator[Cluster]:
-    """medflows' own cluster in a fresh folder (the postgres OS user must traverse it)."""
-    folder = Path(tempfile.mkdtemp(prefix="medflows-rwe-test-"))
-    os.chmod(folder, 0o755)
-    cluster = Cluster(folder / "state", 55400 + os.getpid() % 500)
-    cluster.start()
-    try:
-        yield cluster
-    finally:
-        cluster.destroy()
-        assert cluster.pid() is None
-        shutil.rmtree(folder, ignore_errors=True)
+def rwe_cluster() -> Cluster:
+    """medflows' own cluster of this test process (one for every RWE test: the pool tests'
+    :func:`~tests.tasks_lib.rwe.pool_support.study_cluster`, stopped by PID and removed at
+    exit)."""
+    from tests.tasks_lib.rwe.pool_support import study_cluster
+
+    return study_cluster()[0]
 
 
 @pytest.fixture(scope="session")
