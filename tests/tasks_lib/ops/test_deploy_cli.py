@@ -20,9 +20,11 @@ import flows.construct
 from tasks_lib.errors import InputDataError
 from tasks_lib.ops import DeploymentSpec, flow_registry, load_flow, project_file
 
-DEPLOYMENTS = ["construct", "construct-imaging", "rotate-quarterly", "execute-matrix",
-               "research-cell", "research-matrix", "score", "score-run", "score-submission",
-               "report", "qa-benchmark", "challenge-grade", "challenge-benchmark-rank"]
+DEPLOYMENTS = ["construct", "construct-imaging", "construct-challenge", "construct-medbench",
+               "construct-rwe", "rotate-quarterly", "rotate-medbench-quarterly", "execute-matrix",
+               "research-cell", "research-matrix", "execute-medbench", "score", "score-run",
+               "score-submission", "report", "report-medbench", "qa-benchmark", "challenge-grade",
+               "challenge-benchmark-rank"]
 
 
 def every_flow() -> dict[str, Flow[..., object]]:
@@ -51,9 +53,10 @@ def test_deployments_file_names_each_deployment_once_with_the_quarterly_rotation
     assert [s.name for s in specs] == DEPLOYMENTS
     assert {s.work_pool.name for s in specs} == {"medflows-process"}
     assert all("medflows" in s.tags for s in specs)
-    [rotate] = [s for s in specs if s.schedules]
-    assert (rotate.entrypoint, rotate.schedules[0].cron, rotate.schedules[0].timezone) == (
-        "flows.rotate:rotate_pool", "0 0 1 */3 *", "UTC")
+    scheduled = {s.entrypoint: (s.schedules[0].cron, s.schedules[0].timezone)
+                 for s in specs if s.schedules}
+    assert scheduled == {"flows.rotate:rotate_pool": ("0 0 1 */3 *", "UTC"),
+                         "flows.medbench:rotate_medbench": ("0 0 1 */3 *", "UTC")}
 
 
 def test_every_entrypoint_is_a_flow_and_every_flow_is_deployed() -> None:
