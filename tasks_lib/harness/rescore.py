@@ -15,7 +15,7 @@ from evaluators.judges.error_codes import Coding, RunFacts
 from evaluators.judges.stages import agentic_score, load_weights, overall_score
 from tasks_lib.domain import RunStatus
 from tasks_lib.errors import InputDataError
-from tasks_lib.harness.cell import local_root, runs_root, sandbox_class
+from tasks_lib.harness.cell import local_root, runs_root, sandbox_class, task_card
 from tasks_lib.harness.evaluate import run_evaluator
 from tasks_lib.harness.judging import StageJudge, code_errors, trace_digest
 from tasks_lib.harness.loop import LoopEnd
@@ -26,7 +26,6 @@ from tasks_lib.records import TRACE, RunRecord, ScoreCard, run_store
 from tasks_lib.sandbox.base import SandboxBackend, ViolationKind
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import find_card
 from tasks_lib.tracks.base import kit_for
 
 HARNESS_VERSION = "harness-2"
@@ -71,14 +70,14 @@ def product_score(run: RunRecord, submission: Path) -> ScoreCard:
                                            f"(hash {found[:12]} ≠ {run.pool_hash[:12]})")
     if run.sandbox is None:
         raise ValueError(f"run {run.run_id} is not a research cell (no sandbox recorded)")
-    card = find_card(run.task_id, [run.track])
+    card = task_card(run.task_id)
     return run_evaluator(sandbox_class(SandboxBackend(run.sandbox)), card, pool_dir, submission,
                          forbidden=[str(runs_root())], run_id=run.run_id)
 
 
 def invalid_card(run: RunRecord, version: str, coding: Coding) -> ScoreCard:
     """An invalid run (isolation breach): 0 on every stage, the task, Agentic and Overall."""
-    card = find_card(run.task_id, [run.track])
+    card = task_card(run.task_id)
     reason = "; ".join(run.violations) or run.error or f"run ended {run.end}"
     limit = bool(run.violations) and all(v.startswith(f"{ViolationKind.RESOURCE_LIMIT.value}:")
                                          for v in run.violations)
