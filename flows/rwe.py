@@ -11,20 +11,20 @@ from tasks_lib.rwe.construct_steps import PublishedRWEPool
 
 @flow(name="construct-rwe", flow_run_name="construct-rwe-{pool_id}", log_prints=True)
 def construct_rwe(seed: int = 0, n_patients: int = 20_000, studies: list[str] | None = None,
-                  database_url: str | None = None, pool_id: str = "rwe-synthetic",
-                  out: str | None = None, audit_override: str | None = None) -> PublishedRWEPool:
+                  pool_id: str = "rwe-synthetic", out: str | None = None,
+                  audit_override: str | None = None) -> PublishedRWEPool:
     """Generate the synthetic EHR for ``seed``, load it into its own database on the study server
-    (``database_url``: that server's admin URL; default the server the agents use), compute every
-    study's reference answers and trap panel, write the pool version, and ledger it after a
-    clean RWE exploit audit (or with ``audit_override``, a recorded reason)."""
-    url = steps.resolve_database(database_url)
+    the agents use (``MEDFLOWS_RWE_DB_URL``, else medflows' own cluster; credentials never pass
+    through parameters), compute every study's reference answers and trap panel, write the pool
+    version, and ledger it after a clean RWE exploit audit (or with ``audit_override``, a
+    recorded reason)."""
     cards = steps.load_cards(studies)
-    loaded = steps.generate_load(seed, n_patients, url)
+    loaded = steps.generate_load(seed, n_patients)
     start = steps.now()
-    builds = [steps.analyse_study(s, loaded.url) for s in cards]
+    builds = [steps.analyse_study(s, loaded.database) for s in cards]
     published = steps.publish(pool_id, out, seed, n_patients, loaded, builds,
                               (loaded.generate_s, loaded.load_s, steps.now() - start))
-    steps.audit(published.url, loaded.url, audit_override)
+    steps.audit(published.url, loaded.database, audit_override)
     steps.record(published)
     m = published.manifest
     print(f"built {pool_id} v{m.version}: {len(m.studies)} studies, EHR {m.ehr_hash[:12]} "

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import typer
 
 from flows.cli.groups import build_app, location, split_list, user_errors
@@ -28,13 +30,17 @@ def build_rwe(
     from flows.rwe import construct_rwe
     from tasks_lib.rwe.construct_steps import resolve_database
     from tasks_lib.rwe.studies import load_studies
+    from tasks_lib.settings import reset_settings
 
     ids = split_list(studies)
     load_studies(ids)
-    url = resolve_database(database_url)
-    published = construct_rwe(seed=seed, n_patients=n_patients, studies=ids, database_url=url,
-                              pool_id=pool_id, out=location(out) if out else None,
-                              audit_override=audit_override)
+    if database_url:  # checked here; the flow reads it from the settings (never a parameter)
+        resolve_database(database_url)
+        os.environ["MEDFLOWS_RWE_DB_URL"] = database_url
+        reset_settings()
+    resolve_database(None)  # an unusable study server is one error line before the flow starts
+    published = construct_rwe(seed=seed, n_patients=n_patients, studies=ids, pool_id=pool_id,
+                              out=location(out) if out else None, audit_override=audit_override)
     m = published.manifest
     summary = {"pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
                "ehr_hash": m.ehr_hash, "seed": m.seed, "n_patients": m.n_patients,

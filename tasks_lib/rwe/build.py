@@ -57,8 +57,6 @@ class LoadedEHR(NamedTuple):
     load_s: float
     database: str = ""
     """The EHR's own database on the study server (``rwe_<content_hash[:16]>``)."""
-    url: str = ""
-    """SQLAlchemy URL of that database (credentials included; never published)."""
     reused: bool = False
     """True: the database already held this EHR (nothing was loaded)."""
 
@@ -75,7 +73,7 @@ def generate_and_load(seed: int, n_patients: int, server_url: str,
     t1 = time.perf_counter()
     db = load.ensure_ehr_database(server_url, digest, csvs, schemas)
     return LoadedEHR(digest, hashes, db.rows, t1 - t0, time.perf_counter() - t1, db.name,
-                     db.url, db.reused)
+                     db.reused)
 
 
 def _published(study: Study, values: dict[str, float]) -> dict[str, FieldAnswer]:

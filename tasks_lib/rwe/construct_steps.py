@@ -51,11 +51,19 @@ def load_cards(study_ids: list[str] | None) -> list[Study]:
     return load_studies(study_ids)
 
 
+def database_url(name: str) -> str:
+    """SQLAlchemy URL of database ``name`` on the study server. Steps take database *names* and
+    resolve the server here, so no credential is a step parameter or result (Prefect shows and
+    persists those)."""
+    server = resolve_database(None)
+    return make_url(server).set(database=name).render_as_string(hide_password=False)
+
+
 @task(name="rwe-generate-load", task_run_name="rwe-generate-load-seed{seed}-n{n_patients}")
-def generate_load(seed: int, n_patients: int, url: str) -> build.LoadedEHR:
-    """Generate the synthetic EHR and COPY it into its own database on the server (reused when
-    that database already holds it)."""
-    loaded = build.generate_and_load(seed, n_patients, url)
+def generate_load(seed: int, n_patients: int) -> build.LoadedEHR:
+    """Generate the synthetic EHR and COPY it into its own database on the study server (reused
+    when that database already holds it)."""
+    loaded = build.generate_and_load(seed, n_patients, resolve_database(None))
     get_run_logger().info("EHR %s in database %s: generated in %.1f s, %s in %.1f s (%d lab rows)",
                           loaded.content_hash[:12], loaded.database, loaded.generate_s,
                           "reused" if loaded.reused else "loaded", loaded.load_s,
@@ -64,9 +72,9 @@ def generate_load(seed: int, n_patients: int, url: str) -> build.LoadedEHR:
 
 
 @task(name="rwe-analyse", task_run_name="rwe-analyse-{study.study_id}")
-def analyse_study(study: Study, url: str) -> build.StudyBuild:
-    """Reference analysis, answers and trap panel of one study."""
-    return build.build_study(study, StudyDB(url))
+def analyse_study(study: Study, database: str) -> build.StudyBuild:
+    """Reference analysis, answers and trap panel of one study (on the EHR's ``database``)."""
+    return build.build_study(study, StudyDB(database_url(database)))
 
 
 @task(name="rwe-publish")
@@ -86,9 +94,9 @@ def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
 
 
 @task(name="rwe-audit-pool", task_run_name="rwe-audit-{pool_url}")
-def audit(pool_url: str, database_url: str, override: str | None) -> GateRecord:
+def audit(pool_url: str, database: str, override: str | None) -> GateRecord:
     """The publish gate: the RWE exploit audit must be clean (or overridden with a reason)."""
-    report = audit_rwe_pool(pool_url, database_url)
+    report = audit_rwe_pool(pool_url, database_url(database))
     for f in report.findings:
         if not f.passed:
             get_run_logger().warning("audit %s: %s (%s)", f.check, f.rule,

@@ -32,6 +32,24 @@ ROLE_LIKE = r"rwe\_run\_%"
 STUDY_SCHEMAS = ("mimiciv_hosp", "mimiciv_icu", "mimiciv_derived")
 """Schemas a run role may read (mimic-code's names)."""
 
+DDL_LOCK = 0x52574552  # "RWER"
+"""Advisory lock key serialising role DDL on the server: concurrent GRANT/REVOKE/DROP OWNED
+change the same shared-catalog rows (``pg_database`` ACLs), which PostgreSQL refuses with "tuple
+concurrently updated" (parallel cells of ``run matrix``)."""
+
+
+@contextmanager
+def _role_ddl(server: Server) -> Iterator[None]:
+    """Hold the server-wide role-DDL lock (advisory locks are per database, so it is taken in
+    ``postgres``, which every cluster has)."""
+    lock = connect(server, "postgres")
+    try:
+        with lock.cursor() as cur:
+            cur.execute("SELECT pg_advisory_lock(%s)", (DDL_LOCK,))
+        yield
+    finally:
+        lock.close()  # closing the session releases its advisory lock
+
 
 class RoleLimits(Frozen):
     """Per-run role limits (spec §3 defaults)."""
@@ -175,13 +193,15 @@ def run_role(server: Server, run_id: str, limits: RoleLimits | None = None
              ) -> Iterator[RunRole]:
     """The run's role for the duration of the ``with`` block, dropped afterwards even when the
     block raises (a teardown failure is raised loudly: a platform bug, spec §7)."""
-    sweep_roles(server)
-    ensure_reader(server)
-    role = create_role(server, run_id, limits)
+    with _role_ddl(server):
+        sweep_roles(server)
+        ensure_reader(server)
+        role = create_role(server, run_id, limits)
     try:
         yield role
     finally:
-        drop_role(server, role.name)
+        with _role_ddl(server):
+            drop_role(server, role.name)
         left = [n for n in leftover_roles(server) if n in (role.name, role.scratch)]
         if left:
             raise RuntimeError(f"RWE teardown left {', '.join(left)} behind")

@@ -12,6 +12,7 @@ from typing import NamedTuple
 
 import psycopg2
 import pytest
+from sqlalchemy.engine import make_url
 
 from tasks_lib.rwe import build, load
 from tasks_lib.rwe.analyses import StudyDB
@@ -53,4 +54,6 @@ def loaded_db(seed: int = 0, n_patients: int = N_PATIENTS) -> LoadedDB:
 
     _, server = study_cluster()
     loaded = build.generate_and_load(seed, n_patients, server.url())
-    return LoadedDB(loaded.url, StudyDB(loaded.url), loaded)
+    url = make_url(server.url()).set(database=loaded.database).render_as_string(
+        hide_password=False)
+    return LoadedDB(url, StudyDB(url), loaded)
