@@ -76,8 +76,9 @@ def test_unknown_flow_is_a_user_error_listing_the_known_flows() -> None:
     result = _cli("rerun", str(run_id))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: not-a-medflows-flow: not a medflows flow; known "
-                                    "flows: construct-qa, construct-imaging, rotate-pool")
-    assert "challenge-grade-rank" in result.stderr
+                                    "flows: construct-qa, construct-imaging, ")
+    for name in ("rotate-pool", "challenge-grade-rank", "construct-rwe", "execute-medbench"):
+        assert name in result.stderr
     after = _read(run_id)
     assert after.run_count == 1 and after.state.is_completed()  # untouched
 
