@@ -19,7 +19,6 @@ from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.compute import SettingsTaskRunner
 from tasks_lib.domain import Tier
-from tasks_lib.harness.cell import local_pool_dir, task_card
 from tasks_lib.harness.matrix import (
     MatrixRun,
     markdown,
@@ -132,16 +131,8 @@ def _follow(chunks: list[list[PrefectFuture[ChunkResult]]], plan: list[tuple[Age
 def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "local",
              replicate: int = 0, judge_model: str | None = None) -> CellReport:
     """One evaluation cell: plan → execute (stores the run) → score (score flow) → report."""
-    from tasks_lib.rwe.pools import is_rwe_study
-
-    if is_rwe_study(task_id):  # an RWE study: its own database role and submit_answers tool
-        from tasks_lib.rwe.steps import rwe_execute_step
-
-        run = rwe_execute_step(agent_id, task_id, tier, sandbox, replicate, judge_model)
-        return build_reports([run], score_runs(run_ids=[run.run_id]))[0]
-    card = task_card(task_id)
-    plan = plan_step(agent_id, task_id, card.track, Tier(tier), SandboxBackend(sandbox),
-                     replicate, str(local_pool_dir(task_id)), judge_model, card.time_budget_s)
+    plan = plan_step(agent_id, task_id, Tier(tier), SandboxBackend(sandbox), replicate,
+                     judge_model)
     run = execute_step(plan)
     report = build_reports([run], score_runs(run_ids=[run.run_id]))[0]
     print(f"{report.run_id}: {report.status.value} overall={report.overall} "

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from prefect import task
 
-from tasks_lib.domain import Tier, Track
+from tasks_lib.domain import Tier
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness import cell as cell_mod
 from tasks_lib.harness.cell import CellPlan
@@ -22,13 +22,26 @@ from tasks_lib.settings import get_settings
 from tasks_lib.tracks.base import kit_for
 
 
+def _plan(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend, replicate: int,
+          judge: str, pools: dict[str, Path]) -> CellPlan:
+    """One cell's plan: the task's kit plans it if it runs its own cells (e.g. RWE studies),
+    else the generic plan on the task's newest local pool (``pools`` caches the lookups)."""
+    card = cell_mod.task_card(task_id)
+    plan = kit_for(card.track).plan_research_cell(agent_id, task_id, tier, backend, replicate,
+                                                  judge)
+    if plan is not None:
+        return plan
+    pool = pools.get(task_id) or pools.setdefault(task_id, cell_mod.local_pool_dir(task_id))
+    return cell_mod.plan_cell(agent_id, task_id, card.track, tier, backend, replicate, pool,
+                              judge, card.time_budget_s)
+
+
 @task(task_run_name="plan-{agent_id}-{task_id}-{tier}-r{replicate}")
-def plan_step(agent_id: str, task_id: str, track: Track, tier: Tier, backend: SandboxBackend,
-              replicate: int, pool_dir: str, judge_model: str | None,
-              time_budget_s: int) -> CellPlan:
-    """Resolve the agent, fix the run id, folders and limits."""
-    return cell_mod.plan_cell(agent_id, task_id, track, tier, backend, replicate, Path(pool_dir),
-                              judge_model or get_settings().judge_model, time_budget_s)
+def plan_step(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend,
+              replicate: int, judge_model: str | None) -> CellPlan:
+    """Resolve the agent, fix the run id, folders and limits of one cell."""
+    return _plan(agent_id, task_id, tier, backend, replicate,
+                 judge_model or get_settings().judge_model, {})
 
 
 @task(task_run_name="plan-grid")
@@ -37,19 +50,10 @@ def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], repli
     """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist);
     a kit that plans its own cells (:meth:`~tasks_lib.tracks.base.TrackKit.plan_research_cell`,
     e.g. RWE studies) is asked first."""
-    cards = {t: cell_mod.task_card(t) for t in tasks}
-    kits = {t: kit_for(cards[t].track) for t in tasks}
     judge = judge_model or get_settings().judge_model
     pools: dict[str, Path] = {}
-    plans = []
-    for a, t, tier, r in product(agents, tasks, tiers, range(replicates)):
-        plan = kits[t].plan_research_cell(a, t, tier, backend, r, judge)
-        if plan is None:
-            pool = pools.get(t) or pools.setdefault(t, cell_mod.local_pool_dir(t))
-            plan = cell_mod.plan_cell(a, t, cards[t].track, tier, backend, r, pool, judge,
-                                      cards[t].time_budget_s)
-        plans.append(plan)
-    return plans
+    return [_plan(a, t, tier, backend, r, judge, pools)
+            for a, t, tier, r in product(agents, tasks, tiers, range(replicates))]
 
 
 @task(task_run_name="execute-{plan.run_id}")

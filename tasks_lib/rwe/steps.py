@@ -1,36 +1,17 @@
-"""Prefect step of an RWE research cell: plan, execute (role created and dropped), store the run
-record and the ledger's run row. Scoring is the one score flow's (the RWE kit)."""
+"""Execute a planned RWE research cell (role created and dropped) and store its run record and
+the ledger's run row; the RWE kit's ``execute_research_cell`` calls it. Scoring is the one
+score flow's (the RWE kit)."""
 
 from __future__ import annotations
 
-from prefect import task
-
-from tasks_lib.domain import RunStatus, Tier
+from tasks_lib.domain import RunStatus
 from tasks_lib.errors import InputDataError
-from tasks_lib.harness.cell import CellPlan, Execution, local_root
+from tasks_lib.harness.cell import CellPlan, Execution
 from tasks_lib.records import RunRecord
-from tasks_lib.rwe.cell import execute_rwe_cell, plan_rwe_cell, rwe_run_record
-from tasks_lib.rwe.pools import LoadedStudy, load_study
-from tasks_lib.sandbox.base import SandboxBackend
+from tasks_lib.rwe.cell import execute_rwe_cell, rwe_run_record
+from tasks_lib.rwe.pools import LoadedStudy
 from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
-from tasks_lib.settings import get_settings
-from tasks_lib.storage import Storage
-
-
-@task(task_run_name="execute-rwe-{agent_id}-{study_id}-r{replicate}")
-def rwe_execute_step(agent_id: str, study_id: str, tier: str = "lite", sandbox: str = "local",
-                     replicate: int = 0, judge_model: str | None = None,
-                     pool: str | None = None) -> RunRecord:
-    """Run one agent on one study (newest pool holding it, or ``pool``) and record the run.
-
-    A host-side crash after the plan is recorded as an ``error`` run with its reason (the role
-    is dropped either way); user mistakes and a missing sandbox program are raised."""
-    loaded = load_study(study_id, pool)
-    plan = plan_rwe_cell(agent_id, study_id, Tier(tier), SandboxBackend(sandbox), replicate,
-                         local_root(Storage(loaded.pool_url)),
-                         judge_model or get_settings().judge_model)
-    return run_rwe_plan(plan, loaded)
 
 
 def run_rwe_plan(plan: CellPlan, loaded: LoadedStudy) -> RunRecord:

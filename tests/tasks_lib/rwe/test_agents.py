@@ -10,12 +10,28 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from tasks_lib.domain import Tier
+from tasks_lib.harness.cell import local_root
 from tasks_lib.ledger import store
-from tasks_lib.records import ScoreCard, run_store
+from tasks_lib.records import RunRecord, ScoreCard, run_store
+from tasks_lib.rwe.cell import plan_rwe_cell
+from tasks_lib.rwe.pools import load_study
 from tasks_lib.rwe.roles import leftover_roles, run_role
-from tasks_lib.rwe.steps import rwe_execute_step
+from tasks_lib.rwe.steps import run_rwe_plan
+from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.scoring import score_one
+from tasks_lib.settings import get_settings
+from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.pool_support import built_pool, study_cluster
+
+
+def rwe_cell(agent_id: str, study_id: str, pool: str) -> RunRecord:
+    """Plan and run one RWE cell on the pool ``pool`` (the kit picks the newest pool)."""
+    loaded = load_study(study_id, pool)
+    plan = plan_rwe_cell(agent_id, study_id, Tier.LITE, SandboxBackend.LOCAL, 0,
+                         local_root(Storage(loaded.pool_url)), get_settings().judge_model)
+    return run_rwe_plan(plan, loaded)
+
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")]
@@ -23,7 +39,7 @@ pytestmark = [pytest.mark.slow,
 
 def run(agent: str, study: str) -> tuple[str, ScoreCard]:
     pool = built_pool()
-    record = rwe_execute_step.fn(agent, study, pool=pool.url)
+    record = rwe_cell(agent, study, pool=pool.url)
     assert leftover_roles(study_cluster()[1]) == []  # dropped after every run
     return record.run_id, score_one(record.run_id)
 
@@ -70,7 +86,7 @@ def test_escape_agent_is_refused_and_its_run_invalid() -> None:
         conn.autocommit = True
         conn.cursor().execute(f"CREATE TABLE {other.scratch}.cohort AS SELECT 1 AS subject_id")
         conn.close()
-        record = rwe_execute_step.fn("rwe-escape", "statin-sepsis", pool=built_pool().url)
+        record = rwe_cell("rwe-escape", "statin-sepsis", pool=built_pool().url)
         assert leftover_roles(server) == [other.name, other.scratch]
     card = score_one(record.run_id)
     evidence = "\n".join(record.violations)
@@ -123,7 +139,7 @@ def test_a_model_agent_works_through_the_call_layer(monkeypatch: pytest.MonkeyPa
     with FakeOpenAIServer(model) as srv:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", srv.base_url)
         reset_settings()
-        record = rwe_execute_step.fn("gpt-4o-mini@tools", "statin-sepsis", pool=pool.url)
+        record = rwe_cell("gpt-4o-mini@tools", "statin-sepsis", pool=pool.url)
     reset_settings()
     assert tools_seen[0] == ["execute_code", "submit_answers", "finish_task"]
     assert (record.status.value, record.end, record.turns) == ("completed", "finished", 3)
