@@ -58,11 +58,11 @@ def declared_shape(path: Path, fmt: FileFormat) -> tuple[int, ...] | None:
         return None
     if path.suffix == ".npy":
         with path.open("rb") as f:
-            version = np.lib.format.read_magic(f)  # type: ignore[no-untyped-call]
+            version = np.lib.format.read_magic(f)  # type: ignore[no-untyped-call,unused-ignore]
             if version == (1, 0):
-                return tuple(np.lib.format.read_array_header_1_0(f)[0])  # type: ignore[no-untyped-call]
+                return tuple(np.lib.format.read_array_header_1_0(f)[0])  # type: ignore[no-untyped-call,unused-ignore]
             if version == (2, 0):
-                return tuple(np.lib.format.read_array_header_2_0(f)[0])  # type: ignore[no-untyped-call]
+                return tuple(np.lib.format.read_array_header_2_0(f)[0])  # type: ignore[no-untyped-call,unused-ignore]
             raise ValueError(f"unsupported NPY version {version}")
     if fmt is FileFormat.NIFTI:
         import nibabel as nib
