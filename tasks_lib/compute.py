@@ -9,6 +9,7 @@ pool in this process, or prefect-dask on the configured scheduler.
 from __future__ import annotations
 
 import ctypes
+import logging
 import os
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -20,6 +21,8 @@ from distributed import Client, LocalCluster, WorkerPlugin
 from prefect.task_runners import TaskRunner, ThreadPoolTaskRunner
 
 from tasks_lib.settings import get_settings
+
+log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 30
 """How long to wait for an existing scheduler before failing loudly."""
@@ -43,9 +46,15 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
     if address:
         with Client(address, timeout=CONNECT_TIMEOUT_S) as client:  # type: ignore[no-untyped-call]
             client.register_plugin(KeepFreedMemory(), name="medflows-keep-freed-memory")
+            saturation = client.run_on_scheduler(scheduler_saturation)
+            if saturation != 1.0:
+                log.warning("Dask scheduler %s has worker-saturation %s: it parks a second case "
+                            "on each worker, which idles workers at the end of a scoring run; "
+                            "start it with DASK_DISTRIBUTED__SCHEDULER__WORKER_SATURATION=1.0",
+                            address, saturation)
             yield client
         return
-    with _keep_glibc_malloc_defaults():
+    with _local_cluster_settings():
         cluster = LocalCluster(  # type: ignore[no-untyped-call]
             n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
             dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
@@ -53,33 +62,59 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
             yield client
 
 
-@contextmanager
-def _keep_glibc_malloc_defaults() -> Iterator[None]:
-    """LocalCluster workers spawned here start without ``MALLOC_TRIM_THRESHOLD_``.
+KEEP_MMAP_BYTES = 32 * 2**20
+"""Allocations below this come from the heap, not a fresh ``mmap`` (glibc's upper limit)."""
 
-    Dask's nanny puts it in this process's environment before spawning a worker (config
-    ``distributed.nanny.pre-spawn-environ``). Setting it switches off glibc's dynamic mmap
-    threshold, so every volume-sized temporary of a case is a fresh ``mmap`` and each of its pages
-    faults again: measured on the 1 mm cases, ~300k minor faults and ~1 s of system time per case
-    against ~9k and 0.03 s in a plain process. Without it a worker keeps what one case freed for
-    the next, so its memory stays at one case's working set.
+KEEP_TRIM_BYTES = 512 * 2**20
+"""Freed heap kept for reuse up to this much before glibc returns it to the system."""
+
+WORKER_MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_MMAP_THRESHOLD_": str(KEEP_MMAP_BYTES),
+                     "MALLOC_TRIM_THRESHOLD_": str(KEEP_TRIM_BYTES)}
+"""glibc settings a scoring worker process starts with (read by glibc at process start only).
+
+One arena: Dask computes on a worker thread, whose allocations otherwise come from a per-thread
+arena that unmaps what a case freed, so the next case faults every page again. Fixed thresholds:
+Dask's nanny sets ``MALLOC_TRIM_THRESHOLD_`` to 64 KiB, which switches off glibc's dynamic mmap
+threshold, so every volume-sized temporary is mapped afresh. Measured on the 1 mm cases: ~300k
+minor faults and ~1 s of system time per case with Dask's setting, 17k–60k faults per 10 cases
+with glibc's defaults on a worker thread, ~1–2k with these; a worker then keeps what one case
+freed for the next, so its memory stays at one case's working set. Workers of an existing
+cluster should be started with the same variables (docs/operations.md).
+"""
+
+
+@contextmanager
+def _local_cluster_settings() -> Iterator[None]:
+    """Settings of the LocalCluster started inside: :data:`WORKER_MALLOC_ENV` for its worker
+    processes, and a scheduler that hands a one-thread worker its next task only when it is
+    free (``worker-saturation`` 1.0); workers without Dask's statistical profiler (it samples
+    every thread's stack every 10 ms: ~1 % of a core per idle worker, more while computing, and
+    no dashboard here shows it).
+
+    Dask's nanny writes ``distributed.nanny.pre-spawn-environ`` into this process's environment
+    before it spawns a worker (glibc reads it at start, so it cannot be passed later); the
+    variables are restored on the way out. With the default saturation (1.1, two slots for a
+    one-thread worker) the scheduler parks a second case on each worker, so at the end one worker
+    idles while another still has a case queued behind the one it computes.
     """
-    key = "MALLOC_TRIM_THRESHOLD_"
-    saved = os.environ.pop(key, None)
+    saved = {key: os.environ.pop(key, None) for key in WORKER_MALLOC_ENV}
+    spawn = {f"distributed.nanny.pre-spawn-environ.{k}": v for k, v in WORKER_MALLOC_ENV.items()}
     try:
-        with dask.config.set({f"distributed.nanny.pre-spawn-environ.{key}": None}):
+        with dask.config.set({**spawn, "distributed.scheduler.worker-saturation": 1.0,
+                              "distributed.worker.profile.enabled": False}):
             yield
     finally:
-        os.environ.pop(key, None)
-        if saved is not None:
-            os.environ[key] = saved
+        for key, value in saved.items():
+            os.environ.pop(key, None)
+            if value is not None:
+                os.environ[key] = value
 
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 """glibc ``mallopt`` parameters (``malloc.h``)."""
 
 
-def keep_freed_memory(mmap_bytes: int = 32 * 2**20, trim_bytes: int = 512 * 2**20) -> bool:
+def keep_freed_memory(mmap_bytes: int = KEEP_MMAP_BYTES, trim_bytes: int = KEEP_TRIM_BYTES) -> bool:
     """Make glibc serve allocations below ``mmap_bytes`` from the heap and keep up to
     ``trim_bytes`` of freed heap, so one case's temporaries are reused by the next case instead
     of being mapped (and page-faulted) afresh. Undoes, at run time, what ``dask worker`` sets with
@@ -92,13 +127,27 @@ def keep_freed_memory(mmap_bytes: int = 32 * 2**20, trim_bytes: int = 512 * 2**2
                 and libc.mallopt(M_TRIM_THRESHOLD, trim_bytes))
 
 
+def scheduler_saturation(dask_scheduler: Any) -> float:
+    """The scheduler's ``worker-saturation`` (run it with ``client.run_on_scheduler``)."""
+    return float(dask_scheduler.WORKER_SATURATION)
+
+
 class KeepFreedMemory(WorkerPlugin):
     """Applies :func:`keep_freed_memory` on every worker of an existing cluster (present and
     future) when medflows connects to it: their nannies started them with dask's
-    ``MALLOC_TRIM_THRESHOLD_``, which doubles the CPU time of a 1 mm case in page faults."""
+    ``MALLOC_TRIM_THRESHOLD_``, which doubles the CPU time of a 1 mm case in page faults.
+
+    That reaches the main arena only: tasks run on a worker thread, whose arena is fixed at process
+    start, so a worker started without :data:`WORKER_MALLOC_ENV` logs a warning naming it."""
 
     def setup(self, worker: Any) -> None:
         keep_freed_memory()
+        missing = {k: v for k, v in WORKER_MALLOC_ENV.items() if os.environ.get(k) != v}
+        if missing:
+            log.warning("Dask worker %s was started without %s: volume-sized temporaries of a "
+                        "task are page-faulted afresh for every case",
+                        getattr(worker, "address", "?"),
+                        " ".join(f"{k}={v}" for k, v in missing.items()))
 
 
 def _status_bytes(field: str) -> int:

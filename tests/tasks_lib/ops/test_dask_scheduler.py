@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import subprocess
 import time
@@ -49,9 +50,22 @@ def scheduler(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
         reset_settings()
 
 
+class _Records(logging.Handler):
+    """The messages logged to one logger (pytest's caplog loses them once Prefect configures
+    logging in the middle of a test)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
 def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path) -> None:
     """The score flow's Dask path (segmentation per-case metrics) on the external cluster gives
-    exactly the in-process values; zarr volumes written by storage are read by the worker."""
+    exactly the in-process values; zarr volumes written by storage are read by the worker. The
+    cluster was started with Dask's defaults, so medflows warns about its scheduler and worker."""
     from support.imaging_pools import build_pool
 
     from tasks_lib.imaging.baselines import BaselineKind, write_baseline
@@ -67,6 +81,8 @@ def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path
     vol_url = Storage(str(tmp_path / "storage")).write_volume("t1.zarr", volume,
                                                               chunks=(32, 48, 12))
 
+    warnings = _Records()
+    logging.getLogger("tasks_lib.compute").addHandler(warnings)
     with dask_client() as client:
         deadline = time.monotonic() + 60
         while not client.scheduler_info()["workers"]:
@@ -78,6 +94,10 @@ def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path
         assert client.run(os.getpid)[worker] != os.getpid()
         remote = score_segmentation_dask(sub, url, m, valid, names, client)
         brain = int(da.from_zarr(vol_url).astype("int64").sum().compute())
+
+    logging.getLogger("tasks_lib.compute").removeHandler(warnings)
+    assert any("worker-saturation 1.1" in m for m in warnings.messages), warnings.messages
+    assert "started without MALLOC_ARENA_MAX=1" in (tmp_path / "worker.log").read_text()
 
     local = score_segmentation(sub, Storage(url), m, valid, names)
     assert remote == local and len(remote) == len(m.cases)
