@@ -2,10 +2,13 @@
 
 Both legs run the same per-case function (``sharding.score_seg_job``) on the same jobs: the
 serial leg in this process, case after case; the Dask leg on a LocalCluster of ``--workers``
-one-thread worker processes (native thread pools pinned to one thread), or on the scheduler of
-``MEDFLOWS_DASK_ADDRESS`` (start its workers with ``--nthreads 1``). Each worker reads its own
-prediction file and reference zarr chunks; the cluster is started and warmed before timing and
-the legs alternate ``--repeat`` times (best wall time of each is reported). Peak memory is each
+one-thread worker processes (``tasks_lib.compute.dask_client``: native thread pools pinned to one
+thread, glibc keeping freed memory, a scheduler handing out a case only to a free worker, the last
+cases split per label), or on the scheduler of ``MEDFLOWS_DASK_ADDRESS`` (start it and its
+workers as docs/operations.md says). Each worker reads its own prediction file and reference zarr
+chunks; the cluster is started and warmed before timing and the legs alternate ``--repeat`` times
+(default 3; the best wall time of each is reported: this machine's neighbours move single runs
+by ±5 %). Peak memory is each
 process's ``VmHWM`` over its leg, and "over idle" its growth over the process's RSS once warmed
 up and before any case was scored (one case's working set); CPU seconds are each process's own
 (all threads).
@@ -41,7 +44,7 @@ MB = 1024 * 1024
 
 
 class Leg(NamedTuple):
-    """One timed leg: values, wall seconds, per-process rows (cases, busy s, CPU s, MB)."""
+    """One timed leg: values, wall seconds, per-process rows (tasks, busy s, CPU s, MB)."""
 
     values: dict[str, dict[str, float]]
     wall: float
@@ -72,7 +75,7 @@ def _serial(w: Work, idle: int) -> Leg:
     t0 = time.perf_counter()
     values = score_segmentation(w.sub, Storage(w.url), w.manifest, w.valid, w.names)
     wall = time.perf_counter() - t0
-    row = {"cases": len(values), "busy": wall, "cpu": time.process_time() - cpu,
+    row = {"tasks": len(values), "busy": wall, "cpu": time.process_time() - cpu,
            "peak": peak_rss() / MB, "added": (peak_rss() - idle) / MB}
     return Leg(values, wall, {"serial (this process)": row})
 
@@ -86,15 +89,15 @@ def _dask(w: Work, client: Any, idle: dict[str, int]) -> Leg:
         values = score_segmentation_dask(w.sub, w.url, w.manifest, w.valid, w.names, client)
         wall = time.perf_counter() - t0
     peaks, cpu_end = client.run(peak_rss), client.run(time.process_time)
-    rows = {f"worker {a}": {"cases": 0, "busy": 0.0, "cpu": cpu_end[a] - cpu[a],
+    rows = {f"worker {a}": {"tasks": 0, "busy": 0.0, "cpu": cpu_end[a] - cpu[a],
                             "peak": peaks[a] / MB, "added": (peaks[a] - idle[a]) / MB}
             for a in peaks}
     for task in stream.data:
         row = rows[f"worker {task['worker']}"]
-        row["cases"] += 1
+        row["tasks"] += 1
         row["busy"] += sum(s["stop"] - s["start"] for s in task["startstops"]
                            if s["action"] == "compute")
-    rows["client (staging, scheduling)"] = {"cases": 0, "busy": 0.0,
+    rows["client (staging, scheduling)"] = {"tasks": 0, "busy": 0.0,
                                             "cpu": time.process_time() - own_cpu,
                                             "peak": 0.0, "added": 0.0}
     return Leg(values, wall, rows)
@@ -102,10 +105,10 @@ def _dask(w: Work, client: Any, idle: dict[str, int]) -> Leg:
 
 def _table(title: str, leg: Leg) -> None:
     print(f"{title}: wall {leg.wall:.2f}s")
-    print(f"  {'process':<38}{'cases':>6}{'busy s':>8}{'CPU s':>8}{'peak MB':>9}"
+    print(f"  {'process':<38}{'tasks':>6}{'busy s':>8}{'CPU s':>8}{'peak MB':>9}"
           f"{'over idle':>10}")
     for name, r in leg.rows.items():
-        print(f"  {name:<38}{r['cases']:>6.0f}{r['busy']:>8.2f}{r['cpu']:>8.2f}"
+        print(f"  {name:<38}{r['tasks']:>6.0f}{r['busy']:>8.2f}{r['cpu']:>8.2f}"
               f"{r['peak']:>9.0f}{r['added']:>10.0f}")
 
 
@@ -133,7 +136,8 @@ def main() -> None:
     ap.add_argument("--task", default="brain-tissue-seg-1mm")
     ap.add_argument("--root", type=Path, default=None, help="keep/reuse the pool and submission")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--repeat", type=int, default=1, help="alternate the legs N times")
+    ap.add_argument("--repeat", type=int, default=3,
+                    help="alternate the legs N times; the best wall time of each is reported")
     args = ap.parse_args()
 
     t0 = time.perf_counter()
@@ -153,7 +157,8 @@ def main() -> None:
     _table(f"dask ({where})", dask)
     workers = [r for n, r in dask.rows.items() if n.startswith("worker")]
     cpu_bound = serial.rows["serial (this process)"]["cpu"] / max(r["cpu"] for r in workers)
-    print(f"values identical: True; cases per worker {[int(r['cases']) for r in workers]}")
+    print(f"values identical: True; tasks per worker {[int(r['tasks']) for r in workers]} "
+          "(a case each, the last cases one per label)")
     print(f"RESULT speedup={serial.wall / dask.wall:.2f} serial_s={serial.wall:.2f} "
           f"dask_s={dask.wall:.2f} workers={args.workers} cases={len(w.valid)} "
           f"worker_peak_mb={max(r['peak'] for r in workers):.0f} "

@@ -17,7 +17,7 @@ import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.detection import Boxes
 from evaluators.metrics import METRICS, Direction
 from evaluators.report_generation import label_findings, prf_counts
-from evaluators.segmentation import dice_macro
+from evaluators.segmentation import dice
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.submission import (
     load_image,
@@ -44,18 +44,33 @@ def missing_values(names: list[str]) -> dict[str, float]:
     return {n: METRICS.get(n).missing for n in names}
 
 
-def seg_case(pred: NDArray[Any], ref: NDArray[Any], labels: list[int], spacing: list[float],
-             names: list[str]) -> dict[str, float]:
-    """Requested metrics of one segmentation case: Dice macro over labels; surface distances
-    (hd95, masd) per label, then the mean over labels."""
-    out = {}
-    for name in names:
-        if name == "dice_macro":
-            out[name] = dice_macro(pred, ref, labels)
-        else:
-            fn = METRICS.get(name).fn
-            out[name] = float(np.mean([fn(pred == lab, ref == lab, spacing) for lab in labels]))
-    return out
+def seg_label_values(pred: NDArray[Any], ref: NDArray[Any], labels: list[int],
+                     spacing: list[float], names: list[str]) -> dict[str, list[float]]:
+    """Requested metrics of one segmentation case per label, in the order of ``labels``: Dice
+    (``dice_macro``'s per-label term) and the surface distances (hd95, masd). The case's value
+    of each metric is the mean over the task's labels (:func:`label_means`).
+
+    Labels are the outer loop: each label's two masks are built once, and the surface metrics of
+    one label follow each other, so they share one boundary computation (the surface module
+    remembers the last mask pair).
+    """
+    if not labels:
+        raise ValueError("a segmentation case needs at least one label")
+    per_label: dict[str, list[float]] = {name: [] for name in names}
+    for lab in labels:
+        p, r = pred == lab, ref == lab
+        for name in names:
+            if name == "dice_macro":
+                per_label[name].append(dice(p, r))
+            else:
+                per_label[name].append(METRICS.get(name).fn(p, r, spacing))
+    return per_label
+
+
+def label_means(per_label: dict[str, list[float]]) -> dict[str, float]:
+    """A case's metric values: the mean over its labels (equal to
+    :func:`~evaluators.segmentation.dice_macro` and to the surface metrics' label mean)."""
+    return {name: float(np.mean(values)) for name, values in per_label.items()}
 
 
 def _ref_bytes(pool: Storage, key: str) -> bytes:
@@ -66,10 +81,10 @@ def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[st
                        names: list[str]) -> dict[str, dict[str, float]]:
     """Per-case segmentation metrics computed in this process, one case at a time, by the same
     per-case function the Dask path ships (:func:`~tasks_lib.imaging.sharding.score_seg_job`)."""
-    from tasks_lib.imaging.sharding import score_seg_job, seg_jobs
+    from tasks_lib.imaging.sharding import case_values, score_seg_job, seg_jobs
 
     jobs = seg_jobs(sub, pool.root_url, m, valid, names, stage=None)
-    return {job.case.case_id: score_seg_job(job) for job in jobs}
+    return case_values(jobs, [score_seg_job(job) for job in jobs])
 
 
 def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],

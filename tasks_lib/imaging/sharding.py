@@ -25,7 +25,7 @@ from pydantic import Field
 
 from tasks_lib.domain import Frozen
 from tasks_lib.imaging import codecs
-from tasks_lib.imaging.scoring import kit_limits, seg_case
+from tasks_lib.imaging.scoring import kit_limits, label_means, seg_label_values
 from tasks_lib.imaging.submission import load_label_map, safe_read
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.settings import get_settings
@@ -41,7 +41,8 @@ class SegJob(Frozen):
     case: CaseEntry = Field(description="The manifest's case (output name, grid, spacing).")
     pred_url: str = Field(description="The submitted label-map file (path or storage URL).")
     ref_url: str = Field(description="The reference label map as a zarr array URL.")
-    labels: list[int] = Field(description="Label values scored.")
+    labels: list[int] = Field(description="Label values scored (all the task's, or one of them "
+                                          "for a case split over several jobs).")
     names: list[str] = Field(description="Metrics to compute.")
     limits: SubmissionLimits = Field(description="Inspection limits of the track kit.")
 
@@ -72,13 +73,40 @@ def _read_capped(url: str, cap: int) -> bytes:
     return data
 
 
-def score_seg_job(job: SegJob) -> dict[str, float]:
+def score_seg_job(job: SegJob) -> dict[str, list[float]]:
     """The per-case function of both paths: read the prediction file and decode it within the
-    kit's limits, read the reference's zarr chunks, compute the job's metrics."""
+    kit's limits, read the reference's zarr chunks, compute the job's metrics per label."""
     data = _read_capped(job.pred_url, job.limits.max_file_bytes)
     pred = load_label_map(data, job.case.output, job.case, job.limits)
     ref = np.asarray(open_zarr(job.ref_url)[...])
-    return seg_case(pred, ref, job.labels, job.case.spacing, job.names)
+    return seg_label_values(pred, ref, job.labels, job.case.spacing, job.names)
+
+
+def case_values(jobs: list[SegJob], results: list[dict[str, list[float]]]
+                ) -> dict[str, dict[str, float]]:
+    """Each case's metric values from its jobs' per-label values (jobs of a case in label order,
+    as :func:`seg_jobs` and :func:`split_tail` make them): the mean over the labels, so a case
+    scored in one job or split over several gets the same floats."""
+    per_case: dict[str, dict[str, list[float]]] = {}
+    for job, values in zip(jobs, results, strict=True):
+        merged = per_case.setdefault(job.case.case_id, {name: [] for name in values})
+        for name, per_label in values.items():
+            merged[name].extend(per_label)
+    return {case_id: label_means(values) for case_id, values in per_case.items()}
+
+
+def split_tail(jobs: list[SegJob], slots: int) -> list[SegJob]:
+    """The last ``slots`` cases split into one job per label, the others left whole.
+
+    Workers take cases as they free up, so the run ends when the last case does: with whole
+    cases one worker idles for up to a case at the end while another finishes. Halving the last
+    cases halves that wait, for the price of reading those few cases once per label (a few
+    percent of a case each); with no more cases than slots every case is split, so even one
+    case uses two workers.
+    """
+    cut = max(len(jobs) - max(slots, 0), 0)
+    tail = [job.model_copy(update={"labels": [lab]}) for job in jobs[cut:] for lab in job.labels]
+    return jobs[:cut] + tail
 
 
 def stage_references(pool_url: str, m: PoolManifest) -> list[str]:
@@ -132,6 +160,8 @@ def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: li
 
 
 def run_seg_jobs(jobs: list[SegJob], client: Any) -> dict[str, dict[str, float]]:
-    """:func:`score_seg_job` of every job on the cluster, one Dask task per case."""
-    results = client.gather(client.map(score_seg_job, jobs, pure=False))
-    return {job.case.case_id: r for job, r in zip(jobs, results, strict=True)}
+    """:func:`score_seg_job` of every job on the cluster, one Dask task per case (the last
+    cases split per label, :func:`split_tail`), combined by :func:`case_values`."""
+    tasks = split_tail(jobs, sum(client.nthreads().values()))
+    results = client.gather(client.map(score_seg_job, tasks, pure=False))
+    return case_values(tasks, results)
