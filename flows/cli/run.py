@@ -23,8 +23,9 @@ app.add_typer(run_app, name="run")
 @user_errors(SandboxUnavailableError)
 def run_cell_cmd(
     agent: str = typer.Option(..., help="Agent id from datasets/agents.yaml."),
-    task: str = typer.Option(..., help="Imaging task or challenge id (its pool must be built: "
-                                       "medflows pool build imaging|challenge)."),
+    task: str = typer.Option(..., help="Imaging task, challenge card or RWE study id (its pool "
+                                       "must be built: medflows pool build "
+                                       "imaging|challenge|rwe)."),
     tier: Tier = typer.Option(Tier.LITE, help="lite | standard | pro."),
     sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local (bwrap) | docker."),
     replicate: int = typer.Option(0, min=0, help="Replicate index."),
@@ -49,8 +50,8 @@ def run_cell_cmd(
 @user_errors(SandboxUnavailableError)
 def run_matrix_cmd(
     agents: str = typer.Option(..., help="Comma-separated agent ids."),
-    tasks: str = typer.Option(..., help="Comma-separated imaging task or challenge ids "
-                                        "(pools built)."),
+    tasks: str = typer.Option(..., help="Comma-separated ids of imaging tasks, challenge cards "
+                                        "or RWE studies (pools built)."),
     tiers: str = typer.Option("lite", help="Comma-separated tiers."),
     replicates: int = typer.Option(1, min=1, help="Replicates per cell (N)."),
     sandbox: SandboxBackend = typer.Option(SandboxBackend.LOCAL, help="local | docker."),
