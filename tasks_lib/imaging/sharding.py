@@ -4,11 +4,11 @@ References are staged as z-chunked zarr when a segmentation pool is published
 (``private/zarr/<case>.zarr``). Scoring makes one :class:`SegJob` per valid case — addresses
 only, no arrays — and runs :func:`score_seg_job` on each: in this process one after the other
 (serial), or on the cluster (``MEDFLOWS_DASK_ADDRESS``, else a LocalCluster of one-thread worker
-processes), one case per Dask task. The job reads its own prediction file and reference chunks
-from storage, so volumes never travel through the scheduler; for Dask the prediction files are
-first copied byte for byte (no decoding) to ``scratch/predictions/`` of the configured storage,
-which every worker reaches. A worker holds one case at a time: its peak memory is one case's
-working set, whatever the number of cases.
+processes), one case per Dask task (the last few one label per task). A job reads its own
+prediction file and reference chunks from storage, so volumes never travel through the scheduler;
+for Dask the prediction files are first copied byte for byte (no decoding) to
+``scratch/predictions/`` of the configured storage, which every worker reaches. A worker holds
+one case at a time: its peak memory is one case's working set, whatever the number of cases.
 """
 
 from __future__ import annotations
