@@ -28,4 +28,5 @@ def pool_pairs() -> Iterator[Pair]:
 
 
 if __name__ == "__main__":
-    compare(pool_pairs())
+    figures = compare(pool_pairs())
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in figures.items()))

@@ -196,8 +196,8 @@ def _warm_up() -> None:
     _references(p, np.roll(p, 1, 0), (1.0, 1.0, 1.0))
 
 
-def report(times: dict[str, float], diffs: dict[str, float], n: int) -> str:
-    """Print the table; return the RESULT line."""
+def report(times: dict[str, float], diffs: dict[str, float], n: int) -> dict[str, str]:
+    """Print the table; return the figures of the RESULT line (key → formatted value)."""
     groups = {"hd95": ("monai_hd95", "sitk_hd", "sd_hd95"), "assd": ("monai_assd", "sd_asd"),
               "nsd": ("monai_nsd", "sd_nsd")}
     print(f"\n{'metric':8} {'ours s':>8}  reference times (s) → ratio fastest/ours")
@@ -219,26 +219,27 @@ def report(times: dict[str, float], diffs: dict[str, float], n: int) -> str:
           f"largest difference {diffs['sitk_hd_max']:.3f} mm")
     mm = max(diffs[m] for m, _, u in COMPARED if u == "mm")
     nsd = max(diffs[m] for m, _, u in COMPARED if u == "1")
-    return (f"RESULT hd95_vs_fastest={ratios['hd95']:.2f} max_abs_diff_mm={mm:.1e} "
-            f"assd_vs_fastest={ratios['assd']:.2f} nsd_vs_fastest={ratios['nsd']:.2f} "
-            f"surfel_vs_surface_distance={surfel:.2f} max_abs_diff_nsd={nsd:.1e} pairs={n} "
-            f"sitk_hd_same={same}")
+    return {"hd95_vs_fastest": f"{ratios['hd95']:.2f}", "max_abs_diff_mm": f"{mm:.1e}",
+            "assd_vs_fastest": f"{ratios['assd']:.2f}", "nsd_vs_fastest": f"{ratios['nsd']:.2f}",
+            "surfel_vs_surface_distance": f"{surfel:.2f}", "max_abs_diff_nsd": f"{nsd:.1e}",
+            "pairs": str(n), "sitk_hd_same": same}
 
 
-def compare(pairs: Iterator[Pair]) -> None:
-    """Warm up, time and compare every pair, print the table and end with the RESULT line."""
+def compare(pairs: Iterator[Pair]) -> dict[str, str]:
+    """Warm up, time and compare every pair, print the table; returns the RESULT figures."""
     warnings.filterwarnings("ignore", category=FutureWarning)
     _warm_up()
     times, diffs, n = run(pairs)
-    line = report(times, diffs, n)
+    figures = report(times, diffs, n)
     assert "disagreements" not in diffs, "a metric disagrees with its reference"
-    print(line)
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", type=int, default=5, help="seeded 1 mm cases (2 pairs each)")
-    compare(mni_pairs(parser.parse_args().cases))
+    figures = compare(mni_pairs(parser.parse_args().cases))
+    print("RESULT " + " ".join(f"{k}={v}" for k, v in figures.items()))
 
 
 if __name__ == "__main__":
