@@ -104,7 +104,7 @@ def split_tail(jobs: list[SegJob], slots: int) -> list[SegJob]:
     percent of a case each); with no more cases than slots every case is split, so even one
     case uses two workers.
     """
-    cut = max(len(jobs) - max(slots, 0), 0)
+    cut = max(len(jobs) - slots, 0)
     tail = [job.model_copy(update={"labels": [lab]}) for job in jobs[cut:] for lab in job.labels]
     return jobs[:cut] + tail
 
