@@ -73,10 +73,10 @@ def _build_from_folder(folder: Path, track: str | None, task_id: str | None, out
     construct, whose ingest and validate steps read it again."""
     from flows.construct import construct_imaging
     from tasks_lib.imaging.checks import check_rendered
-    from tasks_lib.imaging.dataset import FOLDER_TRACKS, folder_card
+    from tasks_lib.imaging.dataset import folder_card, folder_tracks
     from tasks_lib.imaging.ingest import ingest_folder
 
-    names = [t.value for t in FOLDER_TRACKS]
+    names = [t.value for t in folder_tracks()]
     if track not in names:
         raise InputDataError("--track", f"{track!r}: a folder is ingested as one of "
                                         f"{', '.join(names)}")

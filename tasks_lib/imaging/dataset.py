@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
 
 import yaml
 from pydantic import Field, ValidationError, field_validator
@@ -18,33 +20,56 @@ from tasks_lib.sources import ImageFolderSource
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import IOContract, TaskSpec, find_card
 
+if TYPE_CHECKING:
+    from tasks_lib.imaging.render import Rendered
+
 CONFIG = "dataset.yaml"
-FOLDER_TRACKS = (Track.SEGMENTATION, Track.DETECTION, Track.VQA, Track.REPORT_GENERATION)
-"""Tracks a folder can be ingested into (enhancement pairs are generated only)."""
-DEFAULT_METRICS = {
-    Track.SEGMENTATION: ["dice_macro", "hd95"],
-    Track.DETECTION: ["map_50", "map_50_coco"],
-    Track.VQA: ["vqa_exact_match"],
-    Track.REPORT_GENERATION: ["report_score", "bleu", "meteor", "rouge_l", "finding_f1"],
-}
-IO = {
-    Track.SEGMENTATION: (
-        "public/inputs/<case_id>.nii.gz — the image volume (2D images as one-slice volumes); "
-        "its affine gives the voxel spacing in mm",
-        "<case_id>.nii.gz per case: integer label map on the input's grid (same shape), values "
-        "0 (background) or one of the declared labels. No other files."),
-    Track.DETECTION: (
-        "public/images/<case_id>.png — 8-bit greyscale image",
-        '<case_id>.json per image: {"boxes": [[x1, y1, x2, y2], ...], "scores": [...], '
-        '"labels": [...]} in pixel coordinates (x = column, edges exclusive), one finite score '
-        "and one declared class id per box. No other files."),
-    Track.VQA: ("public/images/<case_id>.png and public/questions.csv (question_id, case_id, "
-                "question)", "answers.csv with columns question_id, answer; one row per "
-                "question. No other files."),
-    Track.REPORT_GENERATION: ("public/images/<case_id>.png — 8-bit greyscale image",
-                             "reports.csv with columns case_id, report; one row per image. No "
-                             "other files."),
-}
+
+
+class FolderLayout(NamedTuple):
+    """What an imaging track reads from a user's folder; set on its kit (``ImagingKit.folder``,
+    None for tracks that are generated only, such as enhancement).
+
+    Attributes:
+        read: the folder reader (``DIR`` and its ``dataset.yaml`` → the pool's files).
+        inputs: the card's input contract (what ``public/`` holds per case).
+        outputs: the card's output contract (what a submission holds).
+        metrics: the card's metrics when ``dataset.yaml`` names none.
+        label_maps: the scored names are ``dataset.yaml``'s label-map ``labels`` (else its
+            ``classes``).
+    """
+
+    read: Callable[[Path, DatasetConfig], Rendered]
+    inputs: str
+    outputs: str
+    metrics: tuple[str, ...]
+    label_maps: bool = False
+
+
+LISTING_ORDER = ("segmentation", "detection", "vqa", "report_generation")
+"""How messages list the folder tracks: the order of the folder convention in docs/imaging.md
+(other tracks with a folder layout follow, by name)."""
+
+
+def folder_tracks() -> list[Track]:
+    """Tracks whose kit reads a user's folder, in :data:`LISTING_ORDER`."""
+    from tasks_lib.imaging.kit import imaging_kit, imaging_tracks
+
+    names = [t for t in imaging_tracks() if imaging_kit(t).folder is not None]
+    rank = {name: i for i, name in enumerate(LISTING_ORDER)}
+    return [Track(t) for t in sorted(names, key=lambda t: (rank.get(t, len(rank)), t))]
+
+
+def folder_layout(track: Track) -> FolderLayout:
+    """The folder layout of ``track``'s kit; an :class:`InputDataError` naming ``--track`` for a
+    track that is not ingested from a folder."""
+    from tasks_lib.imaging.kit import imaging_kit
+
+    layout = imaging_kit(track).folder
+    if layout is None:
+        raise InputDataError("--track", f"{track.value} cannot be ingested from a folder; tracks: "
+                                        f"{', '.join(t.value for t in folder_tracks())}")
+    return layout
 
 
 class DatasetConfig(Frozen):
@@ -129,9 +154,7 @@ def folder_card(root: Path, track: Track, task_id: str | None = None) -> TaskSpe
     """
     if not root.is_dir():
         raise InputDataError(str(root.name or root), "not a folder")
-    if track not in FOLDER_TRACKS:
-        raise InputDataError("--track", f"{track.value} cannot be ingested from a folder; "
-                                        f"tracks: {', '.join(t.value for t in FOLDER_TRACKS)}")
+    layout = folder_layout(track)
     tid = task_id or default_task_id(root)
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", tid):
         raise InputDataError("--task-id", f"{tid!r}: lower-case letters, digits, '.', '_', '-'")
@@ -145,16 +168,16 @@ def folder_card(root: Path, track: Track, task_id: str | None = None) -> TaskSpe
     cfg = read_config(root)
     source = ImageFolderSource(
         kind="image_folder", folder=root.name, digest=folder_digest(root),
-        labels=cfg.labels if track is Track.SEGMENTATION else {},
-        classes={} if track is Track.SEGMENTATION else cfg.classes, spacing=cfg.spacing)
-    inputs, outputs = IO[track]
+        labels=cfg.labels if layout.label_maps else {},
+        classes={} if layout.label_maps else cfg.classes, spacing=cfg.spacing)
     try:
         return TaskSpec(
             task_id=tid, track=track, title=cfg.title or f"{root.name} ({track.value})",
             description=cfg.description or f"Images and labels of the folder {root.name!r}, "
             "ingested with medflows pool build imaging --from.",
-            license=cfg.license, source=source, io=IOContract(inputs=inputs, outputs=outputs),
-            metrics=cfg.metrics or DEFAULT_METRICS[track],
+            license=cfg.license, source=source,
+            io=IOContract(inputs=layout.inputs, outputs=layout.outputs),
+            metrics=cfg.metrics or list(layout.metrics),
             tiers=[Tier.LITE, Tier.STANDARD, Tier.PRO])
     except ValidationError as exc:
         raise InputDataError(CONFIG, f"metrics: {exc.errors()[0]['msg']}") from None

@@ -25,14 +25,14 @@ import json
 import re
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from evaluators.core import InputDataError, InvalidSubmissionError, Track
 from tasks_lib.imaging import codecs
-from tasks_lib.imaging.dataset import FOLDER_TRACKS, DatasetConfig, read_config
+from tasks_lib.imaging.dataset import DatasetConfig, folder_layout, read_config
 from tasks_lib.imaging.readers import (
     NIFTI_SUFFIXES,
     RASTER_SUFFIXES,
@@ -69,9 +69,9 @@ def _case_id(name: str, rel: str) -> str:
     return cid
 
 
-def scan_images(root: Path, track: Track) -> dict[str, Path]:
-    """Case id → image path (file, or folder of DICOM slices) under ``DIR/images``."""
-    volumes = track is Track.SEGMENTATION
+def scan_images(root: Path, track: Track, volumes: bool = False) -> dict[str, Path]:
+    """Case id → image path under ``DIR/images``: PNG/TIFF files, and with ``volumes`` also
+    NIfTI files and folders of DICOM slices (``track`` names the track in messages)."""
     allowed = (*NIFTI_SUFFIXES, *RASTER_SUFFIXES) if volumes else RASTER_SUFFIXES
     out: dict[str, Path] = {}
     for p in _entries(root / "images", "images/"):
@@ -145,8 +145,9 @@ def _volume(path: Path, rel: str, cfg: DatasetConfig, removed: Counter[str],
     return vol, _nifti_file(vol), 0
 
 
-def _segmentation(root: Path, cfg: DatasetConfig) -> Rendered:
-    images = scan_images(root, Track.SEGMENTATION)
+def read_segmentation(root: Path, cfg: DatasetConfig) -> Rendered:
+    """Volumes (NIfTI, DICOM series, PNG/TIFF as one slice) with label maps on their grids."""
+    images = scan_images(root, Track.SEGMENTATION, volumes=True)
     labels = _pair_files(root, images, (*NIFTI_SUFFIXES, *RASTER_SUFFIXES), "label map")
     cases, arts, removed, n_dicom = [], [], Counter[str](), 0
     sources: dict[str, str] = {}
@@ -193,7 +194,8 @@ def _boxes_file(path: Path, rel: str) -> dict[str, list[Any]]:
     return {"boxes": [[float(v) for v in b] for b in boxes], "labels": classes}
 
 
-def _detection(root: Path, cfg: DatasetConfig) -> Rendered:
+def read_detection(root: Path, cfg: DatasetConfig) -> Rendered:
+    """PNG/TIFF images with a boxes file each."""
     images = scan_images(root, Track.DETECTION)
     boxes = _pair_files(root, images, (".json",), "boxes file")
     cases, arts = [], []
@@ -229,13 +231,42 @@ def _table(root: Path, name: str, columns: tuple[str, ...]) -> list[dict[str, st
     return rows
 
 
-def _text_track(root: Path, cfg: DatasetConfig, track: Track) -> Rendered:
-    """VQA (questions.csv) or report generation (reports.csv) over PNG/TIFF images."""
-    images = scan_images(root, track)
-    vqa = track is Track.VQA
-    name = "questions.csv" if vqa else "reports.csv"
-    rows = _table(root, name, ("question_id", "case_id", "question", "answer") if vqa
-                  else ("case_id", "report"))
+class TextTable(NamedTuple):
+    """The table of a text track's folder: its file, columns, and which column is what."""
+
+    track: Track
+    name: str
+    columns: tuple[str, ...]
+    item: str
+    text: str
+    output: str
+    row_kind: str
+    questions: bool
+    """Publish the items (question_id, case_id, question) as ``public/questions.csv``."""
+
+
+VQA_TABLE = TextTable(Track.VQA, "questions.csv", ("question_id", "case_id", "question",
+                                                   "answer"), "question_id", "answer",
+                      "answers.csv", "question", questions=True)
+REPORTS_TABLE = TextTable(Track.REPORT_GENERATION, "reports.csv", ("case_id", "report"),
+                          "case_id", "report", "reports.csv", "report", questions=False)
+
+
+def read_vqa(root: Path, cfg: DatasetConfig) -> Rendered:
+    """PNG/TIFF images with ``questions.csv`` (question_id, case_id, question, answer)."""
+    return _text_track(root, cfg, VQA_TABLE)
+
+
+def read_reports(root: Path, cfg: DatasetConfig) -> Rendered:
+    """PNG/TIFF images with ``reports.csv`` (case_id, report)."""
+    return _text_track(root, cfg, REPORTS_TABLE)
+
+
+def _text_track(root: Path, cfg: DatasetConfig, table: TextTable) -> Rendered:
+    """Images and one text reference per row of ``table``."""
+    images = scan_images(root, table.track)
+    name = table.name
+    rows = _table(root, name, table.columns)
     arts, keys = [], {}
     sources: dict[str, str] = {}
     for cid, path in images.items():
@@ -245,40 +276,32 @@ def _text_track(root: Path, cfg: DatasetConfig, track: Track) -> Rendered:
         sources[keys[cid]] = rel
     cases, public, seen = [], [], set()
     for n, row in enumerate(rows, start=2):
-        item = (row["question_id"] if vqa else row["case_id"]).strip()
+        item = row[table.item].strip()
         image = row["case_id"].strip()
         if not CASE_ID.match(item) or item in seen:
             raise InputDataError(name, f"id {item!r} is invalid or repeated", line=n)
         if image not in images:
             raise InputDataError(name, f"case_id {image!r} names no image in images/", line=n)
         seen.add(item)
-        text = (row["answer"] if vqa else row["report"]).strip()
         ref_key = f"references/{item}.txt"
-        arts.append(Artifact(key=ref_key, visibility=PRIV, data=text.encode()))
+        arts.append(Artifact(key=ref_key, visibility=PRIV, data=row[table.text].strip().encode()))
         sources[ref_key] = f"{name}:{n}"
-        public.append([item, image, row["question"].strip()] if vqa else [])
-        cases.append(CaseEntry(case_id=item, output="answers.csv" if vqa else "reports.csv",
-                               reference=ref_key, origin=f"{name}:{n}", image=keys[image]))
+        public.append([item, image, row["question"].strip()] if table.questions else [])
+        cases.append(CaseEntry(case_id=item, output=table.output, reference=ref_key,
+                               origin=f"{name}:{n}", image=keys[image]))
     covered = {c.image for c in cases}
     for cid, path in images.items():
         if keys[cid] not in covered:
-            raise InputDataError(f"images/{path.name}", f"missing {'question' if vqa else 'report'}"
-                                 f": no row of {name} names case {cid!r}")
-    if vqa:
+            raise InputDataError(f"images/{path.name}", f"missing {table.row_kind}: no row of "
+                                 f"{name} names case {cid!r}")
+    if table.questions:
         arts.append(Artifact(key="questions.csv", visibility=PUB, data=codecs.csv_bytes(
             ["question_id", "case_id", "question"], public)))
     return Rendered(cases, arts, [], dict(sorted(cfg.classes.items())), sources)
 
 
 def ingest_folder(root: Path, track: Track) -> Rendered:
-    """Read a user's folder into pool files (see the module docstring); checks of grids,
-    spacings and label sets are the validate step's (:mod:`tasks_lib.imaging.checks`)."""
-    if track not in FOLDER_TRACKS:
-        raise InputDataError("--track", f"{track.value} cannot be ingested from a folder; "
-                                        f"tracks: {', '.join(t.value for t in FOLDER_TRACKS)}")
-    cfg = read_config(root)
-    if track is Track.SEGMENTATION:
-        return _segmentation(root, cfg)
-    if track is Track.DETECTION:
-        return _detection(root, cfg)
-    return _text_track(root, cfg, track)
+    """Read a user's folder into pool files with the reader of ``track``'s kit (see the module
+    docstring); checks of grids, spacings and label sets are the validate step's
+    (:mod:`tasks_lib.imaging.checks`)."""
+    return folder_layout(track).read(root, read_config(root))

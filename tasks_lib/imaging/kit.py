@@ -14,6 +14,7 @@ from pathlib import Path
 
 from evaluators.core import Track
 from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
+from tasks_lib.imaging.dataset import FolderLayout
 from tasks_lib.imaging.pool import load_task, read_manifest
 from tasks_lib.imaging.render import Rendered, Renderer
 from tasks_lib.imaging.scoring import Assembly, finite_values, per_case_rows, score_card
@@ -49,7 +50,7 @@ class ImagingKit(TrackKit):
                  case_scorer: CaseScorer,
                  case_metrics: tuple[str, ...], baseline: BaselineFiles, method: str,
                  recipe: str, task_scorer: TaskScorer = _no_task_metrics,
-                 task_metrics: tuple[str, ...] = ()) -> None:
+                 task_metrics: tuple[str, ...] = (), folder: FolderLayout | None = None) -> None:
         self.track = track
         self.suite = track.value
         self.render: Renderer = render
@@ -60,6 +61,8 @@ class ImagingKit(TrackKit):
         self.supported_metrics = tuple(dict.fromkeys(case_metrics + task_metrics))
         self.baseline: BaselineFiles = baseline
         self._method, self._recipe = method, recipe
+        self.folder = folder
+        """How a user's folder becomes this track's pool (None: generated tasks only)."""
 
     def recipe(self) -> tuple[str, str]:
         """The scripted baseline agent's method name and ``method.py`` source."""

@@ -8,6 +8,8 @@ from pathlib import Path
 from evaluators.core import Track
 from tasks_lib.harness import recipes
 from tasks_lib.imaging.baselines import label_map_baseline
+from tasks_lib.imaging.dataset import FolderLayout
+from tasks_lib.imaging.ingest import read_segmentation
 from tasks_lib.imaging.kit import ImagingKit
 from tasks_lib.imaging.render import render_segmentation
 from tasks_lib.imaging.scoring import score_segmentation
@@ -48,4 +50,11 @@ KITS.add(Track.SEGMENTATION.value, SegmentationKit(
     Track.SEGMENTATION, render=render_segmentation, measure=measure_segmentation,
     case_scorer=score_segmentation,
     case_metrics=("dice_macro", "hd95", "masd"), baseline=label_map_baseline,
-    method="multi-Otsu tissue classification", recipe=recipes.SEGMENTATION))
+    method="multi-Otsu tissue classification", recipe=recipes.SEGMENTATION,
+    folder=FolderLayout(
+        read_segmentation,
+        inputs="public/inputs/<case_id>.nii.gz — the image volume (2D images as one-slice "
+               "volumes); its affine gives the voxel spacing in mm",
+        outputs="<case_id>.nii.gz per case: integer label map on the input's grid (same shape), "
+                "values 0 (background) or one of the declared labels. No other files.",
+        metrics=("dice_macro", "hd95"), label_maps=True)))
