@@ -26,8 +26,6 @@ from tasks_lib.storage import Storage, StorageKeyError
 from tasks_lib.tracks.base import kit_for
 from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
-MAX_FILE_BYTES = DEFAULT_LIMITS.max_file_bytes
-"""Files larger than this are not copied (inspection reports the case as missing)."""
 CHUNK = 1024 * 1024
 """Bytes read at a time: files are streamed, never read whole."""
 

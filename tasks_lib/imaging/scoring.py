@@ -19,12 +19,8 @@ from evaluators.metrics import METRICS, Direction
 from evaluators.report_generation import label_findings, prf_counts
 from evaluators.segmentation import dice
 from tasks_lib.imaging import codecs
-from tasks_lib.imaging.submission import (
-    load_image,
-    parse_boxes,
-    read_text_table,
-    safe_read,
-)
+from tasks_lib.imaging.decoders import load_image, parse_boxes
+from tasks_lib.imaging.submission import read_text_table, safe_read
 from tasks_lib.imaging.types import FrameRow, PoolManifest
 from tasks_lib.records import CaseScore, ScoreCard, ValidationReport
 from tasks_lib.storage import Storage

@@ -25,8 +25,9 @@ from pydantic import Field
 
 from tasks_lib.domain import Frozen
 from tasks_lib.imaging import codecs
+from tasks_lib.imaging.decoders import load_label_map
 from tasks_lib.imaging.scoring import kit_limits, label_means, seg_label_values
-from tasks_lib.imaging.submission import load_label_map, safe_read
+from tasks_lib.imaging.submission import safe_read
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
