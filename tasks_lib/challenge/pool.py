@@ -26,14 +26,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from tasks_lib.audit import (
-    AuditReport,
-    Finding,
-    PoolInfo,
-    Severity,
-    check_answer_key,
-    pool_info,
-)
+from tasks_lib.audits.answer_key import check_answer_key
+from tasks_lib.audits.pool import PoolInfo, pool_info
+from tasks_lib.audits.report import AuditReport, Finding, Severity
 from tasks_lib.challenge import local_metric
 from tasks_lib.challenge.card import layout, load_challenge
 from tasks_lib.challenge.synthetic import SyntheticCase, write_synthetic_case

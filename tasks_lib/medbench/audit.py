@@ -1,7 +1,7 @@
 """The exploit audit of a MedBench pool, through the construct flows' one publish gate.
 
 The shared audit (:mod:`tasks_lib.audit`) knows QA and imaging pools; a MedBench pool gets its
-own checks, reported as the same :class:`~tasks_lib.audit.AuditReport` and gated by the same
+own checks, reported as the same :class:`~tasks_lib.audits.report.AuditReport` and gated by the same
 :func:`~tasks_lib.audit.require_clean` (``audit.json`` at the pool root, override reason kept):
 
 * ``null_agents``: no submission scores 0; all-empty answers score exactly what the "both
@@ -25,7 +25,9 @@ from pathlib import Path
 from evaluators.core import InputDataError, RunStatus, Track
 from evaluators.judges.medbench import JudgeCase, load_rubric
 from evaluators.medbench import normalize
-from tasks_lib.audit import AuditReport, Finding, GateRecord, Severity, injections, require_clean
+from tasks_lib.audit import require_clean
+from tasks_lib.audits.pool import injections
+from tasks_lib.audits.report import AuditReport, Finding, GateRecord, Severity
 from tasks_lib.medbench.items import (
     PUBLIC_ITEMS,
     SUBMISSION_FILE,

@@ -6,7 +6,7 @@ from __future__ import annotations
 from prefect import task
 
 from tasks_lib.agents import AgentSpec
-from tasks_lib.audit import GateRecord
+from tasks_lib.audits.report import GateRecord
 from tasks_lib.caching import IO_RETRIES
 from tasks_lib.errors import InputDataError
 from tasks_lib.llm import CallOptions

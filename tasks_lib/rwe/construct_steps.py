@@ -9,7 +9,8 @@ from pydantic import Field
 from sqlalchemy.engine import make_url
 
 from evaluators.core import Frozen, InputDataError
-from tasks_lib.audit import GateRecord, require_clean
+from tasks_lib.audit import require_clean
+from tasks_lib.audits.report import GateRecord
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.rwe import build

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 import psycopg2
 
 from evaluators.core import Track
-from tasks_lib.audit import AuditReport, Finding, Severity
+from tasks_lib.audits.report import AuditReport, Finding, Severity
 from tasks_lib.rwe import schema
 from tasks_lib.rwe.load import dsn
 from tasks_lib.rwe.types import (

@@ -18,7 +18,7 @@ from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 if TYPE_CHECKING:
-    from tasks_lib.audit import AuditReport
+    from tasks_lib.audits.report import AuditReport
     from tasks_lib.domain import Tier
     from tasks_lib.harness.cell import CellPlan
     from tasks_lib.sandbox.base import SandboxBackend

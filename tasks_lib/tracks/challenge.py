@@ -12,7 +12,7 @@ from pathlib import Path
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Track
 from evaluators.metrics import METRICS
-from tasks_lib.audit import AuditReport
+from tasks_lib.audits.report import AuditReport
 from tasks_lib.challenge.card import list_challenges, load_challenge
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec

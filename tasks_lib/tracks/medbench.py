@@ -27,7 +27,7 @@ from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
-    from tasks_lib.audit import AuditReport
+    from tasks_lib.audits.report import AuditReport
 
 
 class MedBenchKit(TrackKit):

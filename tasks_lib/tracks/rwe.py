@@ -17,7 +17,7 @@ from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
-    from tasks_lib.audit import AuditReport
+    from tasks_lib.audits.report import AuditReport
     from tasks_lib.domain import Tier
     from tasks_lib.harness.cell import CellPlan
     from tasks_lib.sandbox.base import SandboxBackend

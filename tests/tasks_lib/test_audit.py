@@ -1,5 +1,6 @@
-"""The exploit audit (``tasks_lib/audit.py``, ``medflows audit pool``): shipped pools are clean,
-deliberately leaky pools and an injectable judge are reported with each leak named."""
+"""The exploit audit (``tasks_lib/audit.py``, ``tasks_lib/audits/``, ``medflows audit pool``):
+shipped pools are clean, deliberately leaky pools and an injectable judge are reported with each
+leak named."""
 
 from __future__ import annotations
 
@@ -16,8 +17,13 @@ from typer.testing import CliRunner
 
 from evaluators.core import InputDataError
 from evaluators.judges.stages import StageJudgement
-from tasks_lib import audit
-from tasks_lib.audit import AUDIT_JSON, AuditReport, Finding, Severity, audit_pool, require_clean
+from tasks_lib.audit import AUDIT_JSON, audit_pool, require_clean
+from tasks_lib.audits import tampering
+from tasks_lib.audits.answer_key import check_answer_key
+from tasks_lib.audits.egress import check_egress
+from tasks_lib.audits.null_agents import check_null_agents
+from tasks_lib.audits.pool import PoolInfo, pool_info
+from tasks_lib.audits.report import CHECKS, AuditReport, Finding, Severity
 from tasks_lib.records import ScoreCard
 from tasks_lib.storage import Storage
 
@@ -61,7 +67,7 @@ def _copy(pool: Path, dest: Path) -> Path:
 def test_qa_pool_is_clean(qa_pool: Path) -> None:
     report = audit_pool(str(qa_pool), judge_model="rules", sandbox=False)
     assert report.clean, report.to_json()
-    assert [f.check for f in report.findings] == list(audit.CHECKS)
+    assert [f.check for f in report.findings] == list(CHECKS)
     nulls = _finding(report, "null_agents")
     # every option letter was tried as a constant answer and scored against chance
     for letter in "ABCD":
@@ -79,7 +85,7 @@ def test_imaging_pools_are_clean(task_id: str, imaging_pools: dict[str, Path]) -
     report = audit_pool(str(imaging_pools[task_id]), judge_model="rules", sandbox=bwrap)
     assert report.clean, report.to_json()
     assert report.pool_id == task_id and report.version == 1
-    checks = audit.CHECKS if bwrap else audit.CHECKS[:-1]  # egress: a warning without bwrap
+    checks = CHECKS if bwrap else CHECKS[:-1]  # egress: a warning without bwrap
     for check in checks:
         assert _finding(report, check).passed, _finding(report, check)
     assert "public sample submission=" in _finding(report, "null_agents").rule
@@ -122,7 +128,7 @@ def test_answer_position_bias_is_reported(qa_pool: Path, tmp_path: Path) -> None
     for r in refs:
         r["answer_idx"] = "A"
     (pool / "private/references.jsonl").write_text("".join(json.dumps(r) + "\n" for r in refs))
-    finding = audit.check_null_agents(audit.pool_info(str(pool)), tmp_path / "work")
+    finding = check_null_agents(pool_info(str(pool)), tmp_path / "work")
     assert not finding.passed and finding.severity is Severity.ERROR
     assert "constant 'A' scores 1.0000 > floor" in "\n".join(finding.evidence)
     assert all("constant 'B'" not in e for e in finding.evidence)
@@ -150,17 +156,17 @@ def test_leaky_imaging_pool_names_each_leak(imaging_pools: dict[str, Path],
 def test_grader_reading_the_submission_is_reported(qa_pool: Path,
                                                    monkeypatch: pytest.MonkeyPatch,
                                                    tmp_path: Path) -> None:
-    real = audit.score_folder
+    real = tampering.score_folder
 
-    def gullible(info: audit.PoolInfo, folder: Path, name: str) -> ScoreCard:
+    def gullible(info: PoolInfo, folder: Path, name: str) -> ScoreCard:
         """A grader that prefers a references file found in the submission folder."""
         card = real(info, folder, name)
         if (folder / "references.jsonl").is_file():
             return card.model_copy(update={"task_score": 1.0})
         return card
 
-    monkeypatch.setattr(audit, "score_folder", gullible)
-    finding = audit.check_grader_tampering(audit.pool_info(str(qa_pool)), tmp_path)
+    monkeypatch.setattr(tampering, "score_folder", gullible)
+    finding = tampering.check_grader_tampering(pool_info(str(qa_pool)), tmp_path)
     assert not finding.passed
     assert "moved task_score" in finding.evidence[0]
     assert "references.jsonl" in finding.evidence[0]
@@ -266,7 +272,7 @@ def test_medbench_pool_is_audited_by_its_kit(tmp_path: Path) -> None:
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 def test_egress_probe_fails_every_attempt(qa_pool: Path, tmp_path: Path) -> None:
-    finding = audit.check_egress(audit.pool_info(str(qa_pool)), tmp_path)
+    finding = check_egress(pool_info(str(qa_pool)), tmp_path)
     if not finding.passed and finding.evidence[0].startswith("skipped"):
         pytest.skip(f"bwrap cannot run here: {finding.evidence[0]}")
     assert finding.passed, finding
@@ -276,7 +282,7 @@ def test_egress_probe_fails_every_attempt(qa_pool: Path, tmp_path: Path) -> None
 
 
 def test_egress_without_sandbox_is_a_warning_not_a_pass(qa_pool: Path, tmp_path: Path) -> None:
-    finding = audit.check_egress(audit.pool_info(str(qa_pool)), tmp_path, sandbox=False)
+    finding = check_egress(pool_info(str(qa_pool)), tmp_path, sandbox=False)
     assert (finding.passed, finding.severity) == (False, Severity.WARNING)
     assert finding.evidence == ["skipped: no sandbox (--no-sandbox)"]
 
@@ -292,7 +298,7 @@ def test_volume_pools_are_clean_and_a_copied_label_map_is_named(tmp_path: Path) 
     seg = Path(tmp_path / "pools" / "brain-tissue-seg")
     shutil.copy(seg / "private/references/case-002.nii.gz",
                 seg / "public/sample_submission/../case-002_mask.nii.gz")
-    found = audit.check_answer_key(audit.pool_info(str(seg)))
+    found = check_answer_key(pool_info(str(seg)))
     assert not found.passed
     text = "\n".join(found.evidence)
     assert ("public/case-002_mask.nii.gz: byte-identical to the reference "
@@ -313,7 +319,7 @@ def test_egress_probe_reports_a_reachable_port(qa_pool: Path, tmp_path: Path,
         return real(public, workspace, forbidden, base.NetworkPolicy.HOST)
 
     monkeypatch.setattr(base, "agent_spec", host_network)
-    finding = audit.check_egress(audit.pool_info(str(qa_pool)), tmp_path)
+    finding = check_egress(pool_info(str(qa_pool)), tmp_path)
     if not finding.passed and finding.evidence[0].startswith("skipped"):
         pytest.skip(f"bwrap cannot run here: {finding.evidence[0]}")
     assert not finding.passed and finding.severity is Severity.ERROR

@@ -1,0 +1,150 @@
+"""Check 2 of the exploit audit, ``answer_key``: nothing the agent can read (``public/``)
+reveals a reference: no byte copy or digest of a private file, no reference field on a row that
+names a pool case, no label-like file name, no "Answer: X" in a QA item."""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import posixpath
+import re
+from collections.abc import Iterator
+from typing import Any
+
+from evaluators.core import Track
+from tasks_lib.audits.pool import PoolInfo, file_digests, pool_files, qa_rows
+from tasks_lib.audits.report import Finding, Severity
+from tasks_lib.storage import Storage
+
+REFERENCE_FIELDS = frozenset({"answer", "answer_idx", "answers", "label", "labels", "target",
+                              "targets", "reference", "references", "solution", "solutions",
+                              "gt", "ground_truth", "groundtruth", "correct", "correct_answer"})
+"""Keys whose value is a reference when the row names a pool case."""
+CASE_FIELDS = ("case_id", "question_id", "image_id", "realidx", "id")
+"""Keys that name a case in a public table."""
+LABEL_NAME = re.compile(r"(?i)(^|[^a-z])(labels?|masks?|gt|ground[_-]?truth|references?|refs?|"
+                        r"answers?|answer[_-]?key|solutions?|targets?|keys?)([^a-z]|$)")
+"""A public path component that suggests a case's label, mask or reference."""
+ANSWER_TEXT = re.compile(r"(?i)\b(?:correct\s+)?answer\s*(?:is|:|=)\s*\(?([A-J])\)?(?![A-Za-z])")
+"""An item text that names an option letter as the answer."""
+HEX = re.compile(r"(?<![0-9a-f])[0-9a-f]{32,64}(?![0-9a-f])")
+"""Hex digests in a public file's (lower-cased) text."""
+TEXT_LIMIT = 64 * 2**20
+"""Public files up to this size are searched as text (larger ones only by digest)."""
+
+
+def _rows(key: str, data: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
+    """``(where, row)`` of every object row of a JSON / JSONL / CSV public file."""
+    text = data.decode("utf-8", "replace")
+    low = key.lower()
+    if low.endswith(".jsonl"):
+        for n, line in enumerate(text.splitlines(), 1):
+            try:
+                obj = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(obj, dict):
+                yield f"{key} line {n}", obj
+    elif low.endswith(".json"):
+        try:
+            obj = json.loads(text)
+        except (ValueError, RecursionError):
+            return
+        objs = obj if isinstance(obj, list) else [obj]
+        for n, o in enumerate(objs):
+            if isinstance(o, dict):
+                yield (f"{key} [{n}]" if isinstance(obj, list) else key), o
+    elif low.endswith(".csv"):
+        for n, row in enumerate(csv.DictReader(io.StringIO(text)), 2):
+            yield f"{key} line {n}", {k: v for k, v in row.items() if k is not None}
+
+
+def _cases(info: PoolInfo, root: Storage) -> tuple[set[str], set[str]]:
+    """Case ids and (QA) question texts of the pool's cases."""
+    if info.track is Track.QA:
+        items = qa_rows(root, "public_items")
+        ids = {str(it.get("realidx")) for it in items} | {f"{it.get('dataset')}/"
+                                                          f"{it.get('realidx')}" for it in items}
+        return ids, {str(it.get("question", "")).strip() for it in items}
+    from tasks_lib.imaging.pool import read_manifest
+
+    return {c.case_id for c in read_manifest(info.url).cases}, set()
+
+
+def _names_case(row: dict[str, Any], ids: set[str], questions: set[str]) -> str | None:
+    for field in CASE_FIELDS:
+        value = row.get(field)
+        if value is not None and str(value) in ids:
+            return f"{field}={value}"
+    q = row.get("question")
+    if isinstance(q, str) and q.strip() in questions:
+        return "question text of a pool item"
+    return None
+
+
+def _sample_keys(info: PoolInfo) -> set[str]:
+    """Public keys of the sample submission (reference fields there are the layout, not a key;
+    their values are still searched by digest and null-agent scoring)."""
+    return {k for k in pool_files(Storage(info.url), "public/sample_submission")}
+
+
+def check_answer_key(info: PoolInfo) -> Finding:
+    """Search everything under ``public/`` for a reference, a label file or a digest of one."""
+    root = Storage(info.url)
+    by_sha: dict[str, str] = {}
+    hexes: dict[str, str] = {}
+    for k in pool_files(root, "private"):
+        digests = file_digests(root, k)
+        by_sha.setdefault(digests["sha256"], k)
+        hexes.update({d: k for d in digests.values()})
+    ids, questions = _cases(info, root)
+    samples = _sample_keys(info)
+    refs: dict[str, str] = {}
+    if info.track is Track.QA:
+        refs = {f"{r.get('dataset')}/{r.get('realidx')}": str(r.get("answer_idx"))
+                for r in qa_rows(root, "references")}
+    hits: list[str] = []
+    for key in pool_files(root, "public"):
+        sha = file_digests(root, key)["sha256"]
+        if sha in by_sha and root.fs.size(root.path(key)):
+            hits.append(f"{key}: byte-identical to the reference {by_sha[sha]} "
+                        "(rule: no private file in the public view)")
+        parts = posixpath.relpath(key, "public").split("/")
+        if key not in samples and any(LABEL_NAME.search(p.rsplit(".", 1)[0]) for p in parts):
+            hits.append(f"{key}: file name suggests a label/mask/reference (rule: "
+                        f"{LABEL_NAME.pattern})")
+        if root.fs.size(root.path(key)) > TEXT_LIMIT:
+            continue
+        data = root.read_bytes(key)
+        text = data.decode("utf-8", "replace").lower()
+        for digest in sorted(set(HEX.findall(text)) & hexes.keys()):
+            hits.append(f"{key}: contains the digest {digest[:16]}… of the reference "
+                        f"{hexes[digest]} (rule: no reference digest in the public view)")
+        if key in samples:
+            continue
+        for where, row in _rows(key, data):
+            fields = sorted(REFERENCE_FIELDS & {str(k).lower() for k in row})
+            case = _names_case(row, ids, questions)
+            if fields and case:
+                hits.append(f"{where}: reference field(s) {', '.join(fields)} on a row naming "
+                            f"a pool case ({case}) (rule: no reference field in public rows)")
+            if refs and case:
+                hits += _answer_text(where, row, refs)
+    return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
+                   rule="no public file is a copy or digest of a private reference, carries a "
+                        "reference field on a row naming a case, has a label-like name, or "
+                        "(QA) states the reference letter as 'Answer: X'", evidence=hits[:200])
+
+
+def _answer_text(where: str, row: dict[str, Any], refs: dict[str, str]) -> list[str]:
+    key = f"{row.get('dataset')}/{row.get('realidx')}"
+    ref = refs.get(key)
+    if ref is None:
+        return []
+    text = " ".join(str(v) for k, v in row.items() if k != "options")
+    found = [m.group(1).upper() for m in ANSWER_TEXT.finditer(text)]
+    if ref.upper() in found:
+        return [f"{where}: item {key} states 'Answer: {ref}', its reference (rule: no answer "
+                "pattern in item text; leaks private/references.jsonl)"]
+    return []

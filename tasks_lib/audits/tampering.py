@@ -1,0 +1,125 @@
+"""Check 3 of the exploit audit, ``grader_tampering``: reference copies planted in the
+submission folder do not move the score; the agent sandbox spec mounts nothing private and the
+evaluator's mounts are read-only."""
+
+from __future__ import annotations
+
+import json
+import posixpath
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from evaluators.core import Track
+from tasks_lib.audits.pool import PoolInfo, pool_files
+from tasks_lib.audits.report import Finding, Severity
+from tasks_lib.audits.scoring import imaging_baseline, score_folder, write_answers
+from tasks_lib.records import ScoreCard
+from tasks_lib.storage import Storage
+
+
+def _plant_tampered(info: PoolInfo, root: Storage, folder: Path, forged: Callable[[str], bytes]
+                    ) -> list[str]:
+    """Copies of every reference file, forged, at the paths an evaluator might look for."""
+    own = {p.name for p in folder.iterdir()}
+    planted: list[str] = []
+    for key in pool_files(root, "private"):
+        if "/zarr/" in f"/{key}":
+            continue
+        data = forged(key)
+        rel = posixpath.relpath(key, "private")
+        for target in (key, rel, posixpath.basename(key),
+                       f"references/{posixpath.basename(key)}",
+                       f"labels/{posixpath.basename(key)}"):
+            if target.split("/")[0] in own:
+                continue  # never overwrite the submission's own files
+            path = folder / target
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+            planted.append(target)
+    return sorted(set(planted))
+
+
+def _forger(info: PoolInfo, root: Storage, baseline: Path) -> Callable[[str], bytes]:
+    """A forged reference equal to what the baseline submitted (a grader reading it would
+    score the baseline perfect); QA: every reference's answer set to 'A'."""
+    if info.track is Track.QA:
+        def qa(key: str) -> bytes:
+            rows = [{**r, "answer_idx": "A"} for r in root.read_jsonl(key)] \
+                if key.endswith(".jsonl") else []
+            return "".join(json.dumps(r) + "\n" for r in rows).encode()
+        return qa
+    submitted = {p.stem.split(".")[0]: p.read_bytes() for p in baseline.iterdir() if p.is_file()}
+    only = next(iter(submitted.values()), b"")
+
+    def imaging(key: str) -> bytes:
+        stem = posixpath.basename(key).split(".")[0]
+        return submitted.get(stem, only)
+    return imaging
+
+
+def _key_values(card: ScoreCard) -> dict[str, Any]:
+    return {"task_score": card.task_score, "metrics": card.metrics,
+            "per_case": {c.case_id: c.values for c in card.per_case}}
+
+
+def _spec_exposure(info: PoolInfo, work: Path) -> list[str]:
+    """Private files reachable through the agent or evaluator sandbox specs."""
+    from tasks_lib.sandbox.base import agent_spec, evaluator_spec
+
+    root = Storage(info.url)
+    if not Path(root.root_path).is_dir():
+        return []
+    pool = Path(root.root_path).resolve()
+    private = pool / "private"
+    hits: list[str] = []
+    for key in pool_files(root, "public"):
+        p = Path(root.path(key))
+        if p.is_symlink() and not p.resolve().is_relative_to((pool / "public").resolve()):
+            hits.append(f"{key}: symlink to {p.resolve()} outside the public view (rule: the "
+                        "agent reads only public/)")
+    workspace = work / "spec-workspace"
+    workspace.mkdir(parents=True, exist_ok=True)
+    spec = agent_spec(pool / "public", workspace, [str(private)])
+    for m in spec.mounts:
+        host = m.host.resolve()
+        if host == private or private.is_relative_to(host) or host.is_relative_to(private):
+            hits.append(f"agent sandbox mounts {host} at {m.target}, which exposes "
+                        f"{private} (rule: private references are never mounted)")
+    out = work / "spec-output"
+    out.mkdir(parents=True, exist_ok=True)
+    espec = evaluator_spec(private, work, out, [])
+    for m in espec.mounts:
+        if m.writable and m.target != "/output":
+            hits.append(f"evaluator sandbox mounts {m.target} writable (rule: references and "
+                        "submission are read-only in the evaluator)")
+    return hits
+
+
+def check_grader_tampering(info: PoolInfo, work: Path) -> Finding:
+    """A baseline scored clean and with forged reference copies planted beside it score the
+    same; the sandbox specs expose no private file."""
+    root = Storage(info.url)
+    clean_dir, tampered = work / "tamper-clean", work / "tamper-planted"
+    if info.track is Track.QA:
+        write_answers(root, clean_dir, "A")
+        write_answers(root, tampered, "A")
+    else:
+        imaging_baseline(info, "constant", clean_dir)
+        imaging_baseline(info, "constant", tampered)
+    planted = _plant_tampered(info, root, tampered, _forger(info, root, clean_dir))
+    before = _key_values(score_folder(info, clean_dir, "tamper-clean"))
+    after = _key_values(score_folder(info, tampered, "tamper-planted"))
+    evidence: list[str] = []
+    if before != after:
+        moved = [k for k in before if before[k] != after[k]]
+        evidence.append(f"planting forged references ({', '.join(planted[:5])}"
+                        f"{' …' if len(planted) > 5 else ''}) moved {', '.join(moved)}: "
+                        f"task_score {before['task_score']} → {after['task_score']} (rule: the "
+                        "evaluator reads references only from the pool's private copy)")
+    evidence += _spec_exposure(info, work)
+    return Finding(check="grader_tampering", passed=not evidence, severity=Severity.ERROR,
+                   rule=f"the score of a baseline does not move when {len(planted)} forged "
+                        "reference copies are planted in its submission folder; the agent spec "
+                        "mounts nothing private; the evaluator's references are read-only",
+                   evidence=evidence)
