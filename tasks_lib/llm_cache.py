@@ -51,7 +51,7 @@ def call_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[
             response_format, …); transport parameters are ignored.
         occurrence: How many identical requests the same caller made before this one on the
             same branch (0 for the first), so repeated samples of one prompt are distinct entries.
-        branch: Which of a caller's concurrent calls this is (:func:`tasks_lib.llm.gather`
+        branch: Which of a caller's concurrent calls this is (:func:`tasks_lib.llm_scope.gather`
             indices; empty for a call made in sequence).
         salt: What makes otherwise identical work distinct (a run's replicate), if anything.
     """

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from typing import Any, Protocol
 
 from tasks_lib.harness.messages import TOOLS, AgentTurn, ChatMessage, ToolCall, ToolName
-from tasks_lib.llm import LiteLLMCompletion, call_scope
+from tasks_lib.llm import LiteLLMCompletion
+from tasks_lib.llm_scope import call_scope
 
 
 class Policy(Protocol):

@@ -34,7 +34,8 @@ from pydantic import Field
 from evaluators.core import RunStatus, Track
 from tasks_lib.agents import AgentSpec
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import CallOptions, Completion, LiteLLMCompletion, call_scope, parallel_map
+from tasks_lib.llm import CallOptions, Completion, LiteLLMCompletion
+from tasks_lib.llm_scope import call_scope, parallel_map
 from tasks_lib.medbench.items import (
     SUBMISSION_FILE,
     Answer,

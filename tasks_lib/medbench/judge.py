@@ -23,7 +23,8 @@ from evaluators.judges.medbench import (
     rules_reply,
 )
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import CompletionFn, LiteLLMCompletion, Message, parallel_map
+from tasks_lib.llm import CompletionFn, LiteLLMCompletion, Message
+from tasks_lib.llm_scope import parallel_map
 from tasks_lib.settings import get_settings
 
 REASKS = 2

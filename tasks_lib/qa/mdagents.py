@@ -41,22 +41,23 @@ of their options) we draw from ``random.Random`` seeded by ``ctx.seed``, the dat
 datasets ran without them; MedXpertQA's question text embeds them) — that is ``mdagents``; the
 variant ``mdagents_options`` shows them on every dataset (the authors' later fix).
 
-Independent calls run concurrently (:func:`tasks_lib.llm.gather`): the experts' priming, initial
-opinions and final answers, round 1's turns (each expert's chain of calls, since they see the same
-opinions), the MDT members' priming and reports, the teams of one phase. Later rounds' turns stay
-in order (an expert sees what earlier experts just sent it). Departures from the paper, all where it
-would crash and drop the item: unparseable recruiter lines and out-of-range expert numbers are
-skipped, teams without members are skipped.
-"""
+Independent calls run concurrently (:func:`tasks_lib.llm_scope.gather`): the experts' priming,
+initial opinions and final answers, round 1's turns (each expert's chain of calls, since they see
+the same opinions), the MDT members' priming and reports, the teams of one phase. Later rounds'
+turns stay in order (an expert sees what earlier experts just sent it). Departures from the paper,
+all where it would crash and drop the item: unparseable recruiter lines and out-of-range expert
+numbers are skipped, teams without members are skipped. Replies are read by
+:mod:`tasks_lib.qa.mdagents_replies`. """
 
 from __future__ import annotations
 
 import functools
 import random
-import re
 from collections.abc import Callable, Sequence
 
-from tasks_lib.llm import CompletionFn, Message, gather
+from tasks_lib.llm import CompletionFn, Message
+from tasks_lib.llm_scope import gather
+from tasks_lib.qa.mdagents_replies import INITIAL, REVIEW, parse_experts, parse_teams, route_of
 from tasks_lib.qa.methods import METHODS, MethodContext, MethodResult, _Tally
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
@@ -135,15 +136,6 @@ def create_question(item: PublicQAItem, rng: random.Random, with_options: bool) 
     return f"{item.question} Options: {_options_line(item.options, rng)}"
 
 
-def route_of(reply: str) -> str:
-    """The paper's keyword read of the difficulty reply (none → basic)."""
-    low = reply.lower()
-    for route, number in (("basic", "1)"), ("intermediate", "2)"), ("advanced", "3)")):
-        if route in low or number in low:
-            return route
-    return "basic"
-
-
 def _shuffled_exemplars(ctx: MethodContext, rng: random.Random) -> list[Exemplar]:
     shots = list(ctx.exemplars)
     rng.shuffle(shots)
@@ -166,20 +158,6 @@ def _basic(t: _ChatTally, item: PublicQAItem, question: str, ctx: MethodContext,
     return single.chat("The following are multiple choice questions (with answers) about medical "
                        f"knowledge. Let's think step by step.\n\n**Question:** {question}\n"
                        "Answer: ", temperature=0.0)
-
-
-def parse_experts(recruited: str) -> list[tuple[str, str]]:
-    """``(role, description)`` (lower-cased) of each ``N. Role - description - Hierarchy: …`` line;
-    other lines are skipped."""
-    experts = []
-    for line in filter(None, recruited.split("\n")):
-        entry = line.split(" - Hierarchy: ")[0]
-        dashed = entry.split("-")
-        numbered = dashed[0].split(".")
-        if len(dashed) < 2 or len(numbered) < 2:
-            continue
-        experts.append((numbered[1].strip().lower(), dashed[1].strip().lower()))
-    return experts
 
 
 def _intermediate(t: _ChatTally, item: PublicQAItem, question: str, ctx: MethodContext,
@@ -313,30 +291,6 @@ class _Team:
         return lead.chat(f"The gathered investigation from your asssitant clinicians is as "
                          f"follows:\n{gathered}.\n\nNow, return your answer to the medical query "
                          f"among the option provided.\n\nQuestion: {self.question}")
-
-
-def parse_teams(recruited: str) -> list[tuple[str, list[tuple[str, str]]]]:
-    """``(goal, [(role, expertise)])`` of each ``Group k - goal`` block with ``Member j: Role -
-    expertise`` lines (the paper's parse); teams without members are skipped."""
-    teams = []
-    for block in (b.strip() for b in recruited.split("Group")):
-        if not block:
-            continue
-        lines = f"Group {block}".split("\n")
-        goal = "".join(lines[0].split("-")[1:])
-        members = []
-        for line in lines[1:]:
-            if line.startswith("Member") and ":" in line:
-                described = line.split(":")[1].split("-")
-                members.append((described[0].strip(),
-                                described[1].strip() if len(described) > 1 else ""))
-        if members:
-            teams.append((goal, members))
-    return teams
-
-
-INITIAL = re.compile(r"initial|iap", re.IGNORECASE)
-REVIEW = re.compile(r"review|decision|frdt", re.IGNORECASE)
 
 
 def _advanced(t: _ChatTally, question: str) -> tuple[str, dict[str, str]]:

@@ -15,7 +15,8 @@ from typing import Any
 
 from rapidfuzz.distance import Levenshtein
 
-from tasks_lib.llm import CompletionFn, Message, parallel_map
+from tasks_lib.llm import CompletionFn, Message
+from tasks_lib.llm_scope import parallel_map
 from tasks_lib.qa.types import MeldRecord, QAItem
 
 SYSTEM = (

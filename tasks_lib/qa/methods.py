@@ -4,7 +4,8 @@ Every method is a function ``(item, model, complete, ctx) -> MethodResult`` regi
 :data:`METHODS`; they differ only in how they prompt and aggregate. All calls go through a
 :class:`~tasks_lib.llm.CompletionFn`, so usage is counted the same way for each. Calls that do not
 depend on each other (cot_sc's samples, medprompt's generations, one round of a panel) are asked
-concurrently with :func:`tasks_lib.llm.gather`; dependent calls (self-refine rounds) stay in order.
+concurrently with :func:`tasks_lib.llm_scope.gather`; dependent calls (self-refine rounds) stay
+in order.
 
 **The paper's names follow the paper call for call** (``../shared/specs/medagentsbench-methods.md``,
 repository state c5bf425): its prompts, options rendered ``(A) x (B) y …``, temperature 0 and seed
@@ -38,7 +39,8 @@ from pydantic import Field
 from evaluators.qa import extract_answer
 from evaluators.registry import Registry
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import Completion, CompletionFn, Message, gather
+from tasks_lib.llm import Completion, CompletionFn, Message
+from tasks_lib.llm_scope import gather
 from tasks_lib.qa.extractor import ChatFn, Extraction, Review, extract_review, extractor_for
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 

@@ -28,7 +28,8 @@ import numpy as np
 import pandas as pd
 
 from tasks_lib.errors import InputDataError
-from tasks_lib.qa.ingest import canonical_realidx, read_text
+from tasks_lib.qa.bounded_io import read_text
+from tasks_lib.qa.question_lines import canonical_realidx
 from tasks_lib.qa.types import QAInputLimits
 
 COLUMNS = (

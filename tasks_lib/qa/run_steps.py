@@ -108,7 +108,8 @@ def _chunk_body(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
 
 CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.qa.methods",
                  "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa",
-                 "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.agents", "tasks_lib.pricing",
+                 "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.llm_limits",
+                 "tasks_lib.llm_scope", "tasks_lib.agents", "tasks_lib.pricing",
                  "tasks_lib.redaction")
 
 

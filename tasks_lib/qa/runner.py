@@ -2,8 +2,8 @@
 
 Live methods run items concurrently (up to the agent's ``max_connections``, default the
 ``MEDFLOWS_MAX_CONNECTIONS`` setting); dependent calls inside one item's method stay in order,
-independent ones run concurrently (:func:`tasks_lib.llm.gather`). The submission lists answers in
-the pool's item order, so a concurrent run equals a serial one.
+independent ones run concurrently (:func:`tasks_lib.llm_scope.gather`). The submission lists
+answers in the pool's item order, so a concurrent run equals a serial one.
 
 A run stops starting items once its wall-time deadline has passed or its cost (priced from the
 snapshot, cached calls at their original price) reaches ``max_cost_usd``; what it answered is kept,
@@ -30,7 +30,8 @@ from pydantic import Field
 from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion, call_scope
+from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion
+from tasks_lib.llm_scope import call_scope
 from tasks_lib.pricing import PriceSnapshot
 from tasks_lib.qa.methods import METHODS, Method, MethodContext, MethodResult
 from tasks_lib.qa.predictions import load_predictions

@@ -69,7 +69,8 @@ def resolve_card(dataset: str, source: str) -> DatasetSource:
 
 
 @task(name="ingest", task_run_name="ingest-{dataset}",
-      **cached(modules=("tasks_lib.qa.ingest", "tasks_lib.qa.types")))
+      **cached(modules=("tasks_lib.qa.ingest", "tasks_lib.qa.bounded_io",
+                        "tasks_lib.qa.question_lines", "tasks_lib.qa.types")))
 def ingest(dataset: str, questions: str, questions_digest: str) -> Ingested:
     """Read the question file; bad lines become rejects with file, line and reason."""
     return read_questions(dataset, questions)
@@ -139,7 +140,8 @@ def difficulty_filter(
 
 
 @task(name="meld-screen", task_run_name="meld-screen-{dataset}",
-      **cached(modules=("tasks_lib.qa.meld", "tasks_lib.llm", "tasks_lib.qa.types"), **IO_RETRIES))
+      **cached(modules=("tasks_lib.qa.meld", "tasks_lib.llm", "tasks_lib.llm_limits",
+                        "tasks_lib.llm_scope", "tasks_lib.qa.types"), **IO_RETRIES))
 def meld_screen(dataset: str, items: list[QAItem], models: list[str], threshold: float
                 ) -> list[MeldRecord]:
     """Ask each screening model to continue each question's first half (through the call

@@ -14,16 +14,9 @@ import pytest
 from support.openai_server import FakeOpenAIServer, Transient
 
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.llm import (
-    Completion,
-    LiteLLMCompletion,
-    Message,
-    RateLimiter,
-    ToolRequest,
-    backoff_delay,
-    retry_after_s,
-)
+from tasks_lib.llm import Completion, LiteLLMCompletion, Message, ToolRequest
 from tasks_lib.llm_cache import call_key
+from tasks_lib.llm_limits import RateLimiter, backoff_delay, retry_after_s
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.runner import QAAnswer, run_agent
 from tasks_lib.qa.types import PublicQAItem

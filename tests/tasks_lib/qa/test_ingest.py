@@ -77,7 +77,7 @@ def test_all_nine_cards_load_and_read_real_data() -> None:
 
 
 def test_realidx_is_canonical_and_booleans_are_not_ids() -> None:
-    from tasks_lib.qa.ingest import canonical_realidx
+    from tasks_lib.qa.question_lines import canonical_realidx
     from tasks_lib.qa.types import QAInputLimits
 
     limits = QAInputLimits()

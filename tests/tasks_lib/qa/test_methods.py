@@ -10,7 +10,8 @@ from support.openai_server import FakeOpenAIServer, Transient
 from support.qa_fakes import ScriptedModel, TextAnswerModel
 
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.llm import Completion, LiteLLMCompletion, Message, current_branch
+from tasks_lib.llm import Completion, LiteLLMCompletion, Message
+from tasks_lib.llm_scope import current_branch
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.qa.methods import METHODS, MethodContext, majority
 from tasks_lib.qa.runner import run_agent, total_cost

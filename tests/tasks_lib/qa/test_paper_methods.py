@@ -703,7 +703,7 @@ def test_medprompt_votes_over_shuffled_solution_orders() -> None:
 
 
 def test_medprompt_vote_shuffles_are_seeded_and_the_majority_pick_wins() -> None:
-    from tasks_lib.llm import current_branch
+    from tasks_lib.llm_scope import current_branch
 
     class ByBranch(ScriptedModel):
         """Generation i answers 'SOL-i ANSWER-<A,B,C>'; a vote picks the shown index of SOL-2
