@@ -22,6 +22,7 @@ from pydantic import Field
 
 from evaluators.core import Frozen
 from tasks_lib.rwe.cluster import Server, connect
+from tasks_lib.rwe.owners import Owner, parse_owner
 
 READER = "rwe_reader"
 """Group role holding the read-only grants on the study schemas."""
@@ -32,6 +33,17 @@ ROLE_LIKE = r"rwe\_run\_%"
 STUDY_SCHEMAS = ("mimiciv_hosp", "mimiciv_icu", "mimiciv_derived")
 """Schemas a run role may read (mimic-code's names)."""
 
+LARGE_OBJECT_MAKERS = ("lo_creat(integer)", "lo_create(oid)", "lo_from_bytea(oid, bytea)",
+                       "lo_import(text)", "lo_import(text, oid)")
+"""Functions creating large objects (revoked from ``PUBLIC``: a large object lives outside every
+schema, could be given to the shared reader role and outlive the run)."""
+
+RUN_SETTINGS = (("log_statement", "all"), ("log_min_messages", "error"),
+                ("log_min_error_statement", "panic"), ("client_connection_check_interval", "1s"))
+"""Role settings besides the limits: every statement logged (superuser-only settings the role
+cannot change, so a request caught in an exception handler is still seen), warnings and notices
+not logged, no second copy of a failing statement, queries of vanished clients ended."""
+
 DDL_LOCK = 0x52574552  # "RWER"
 """Advisory lock key serialising role DDL on the server: concurrent GRANT/REVOKE/DROP OWNED
 change the same shared-catalog rows (``pg_database`` ACLs), which PostgreSQL refuses with "tuple
@@ -39,7 +51,7 @@ concurrently updated" (parallel cells of ``run matrix``)."""
 
 
 @contextmanager
-def _role_ddl(server: Server) -> Iterator[None]:
+def role_ddl(server: Server) -> Iterator[None]:
     """Hold the server-wide role-DDL lock (advisory locks are per database, so it is taken in
     ``postgres``, which every cluster has)."""
     lock = connect(server, "postgres")
@@ -52,15 +64,33 @@ def _role_ddl(server: Server) -> Iterator[None]:
 
 
 class RoleLimits(Frozen):
-    """Per-run role limits (spec §3 defaults)."""
+    """Per-run limits (spec §3 defaults; the watchdog's in :mod:`tasks_lib.rwe.watchdog`).
+
+    The role-level settings are defaults the session may change (``statement_timeout``,
+    ``idle_in_transaction_session_timeout``, even with ``ALTER ROLE CURRENT_USER``); what
+    counts is enforced outside the session: superuser-only settings (``temp_file_limit``,
+    statement logging) and the host's watchdog (time, memory, scratch space, log volume).
+    """
 
     connection_limit: int = Field(default=4, ge=1, description="Concurrent connections.")
     statement_timeout: str = Field(default="20min", description="statement_timeout.")
     idle_in_transaction: str = Field(default="5min",
                                      description="idle_in_transaction_session_timeout.")
-    temp_file_limit: str = Field(default="2GB", description="temp_file_limit.")
+    temp_file_limit: str = Field(default="1GB", description="temp_file_limit (per backend).")
     valid_for: timedelta = Field(default=timedelta(hours=2, minutes=15),
                                  description="Login expiry after creation.")
+    statement_s: float = Field(default=20 * 60, gt=0, description="Statement time after "
+                               "which the watchdog cancels, then terminates, a backend.")
+    idle_in_transaction_s: float = Field(default=5 * 60, gt=0,
+                                         description="Idle-in-transaction time the watchdog "
+                                                     "allows before terminating.")
+    backend_memory: int = Field(default=2**30, gt=0, description="Private memory (RssAnon, "
+                                "bytes) of one backend before the watchdog terminates it.")
+    scratch_bytes: int = Field(default=2 * 2**30, gt=0, description="Scratch, temporary and "
+                               "uncommitted tables of the run, in bytes.")
+    log_bytes: int = Field(default=32 * 2**20, gt=0, description="Server-log bytes the run's "
+                           "role may produce.")
+    poll_s: float = Field(default=0.25, gt=0, description="Watchdog interval.")
 
 
 class RunRole(Frozen):
@@ -99,6 +129,8 @@ def ensure_reader(server: Server, schemas: tuple[str, ...] = STUDY_SCHEMAS) -> N
                 cur.execute(sql.SQL("REVOKE ALL ON DATABASE {} FROM PUBLIC, {}").format(
                     sql.Identifier(name), reader))
             cur.execute("REVOKE CREATE ON SCHEMA public FROM PUBLIC")
+            cur.execute("REVOKE EXECUTE ON FUNCTION " + ", ".join(LARGE_OBJECT_MAKERS)
+                        + " FROM PUBLIC")
             cur.execute("SELECT nspname FROM pg_namespace WHERE nspname = ANY(%s)",
                         (list(schemas),))
             for (name,) in cur.fetchall():
@@ -129,9 +161,12 @@ def create_role(server: Server, run_id: str, limits: RoleLimits | None = None) -
             for setting, value in (("statement_timeout", limits.statement_timeout),
                                    ("idle_in_transaction_session_timeout",
                                     limits.idle_in_transaction),
-                                   ("temp_file_limit", limits.temp_file_limit)):
+                                   ("temp_file_limit", limits.temp_file_limit),
+                                   *RUN_SETTINGS):
                 cur.execute(sql.SQL("ALTER ROLE {} SET {} = {}").format(
                     name, sql.Identifier(setting), sql.Literal(value)))
+            cur.execute(sql.SQL("COMMENT ON ROLE {} IS {}").format(
+                name, sql.Literal(Owner.current(server.database).comment())))
             cur.execute(sql.SQL("GRANT CONNECT, TEMP ON DATABASE {} TO {}").format(
                 sql.Identifier(server.database), name))
             cur.execute(sql.SQL("CREATE SCHEMA {} AUTHORIZATION {}").format(
@@ -151,6 +186,9 @@ def drop_role(server: Server, name: str) -> None:
                         "WHERE usename = %s", (name,))
             cur.execute(sql.SQL("DROP SCHEMA IF EXISTS {} CASCADE").format(
                 sql.Identifier(f"scratch_{suffix}")))
+            cur.execute("SELECT lo_unlink(m.oid) FROM pg_largeobject_metadata m "
+                        "JOIN pg_roles r ON r.oid = m.lomowner WHERE r.rolname IN (%s, %s)",
+                        (name, READER))
             cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (name,))
             if cur.fetchone() is not None:
                 cur.execute(sql.SQL("DROP OWNED BY {} CASCADE").format(sql.Identifier(name)))
@@ -172,19 +210,32 @@ def leftover_roles(server: Server) -> list[str]:
         conn.close()
 
 
-def sweep_roles(server: Server, expired_only: bool = True) -> list[str]:
-    """Drop run roles a killed run left behind (those past their expiry unless
-    ``expired_only`` is False); returns the names dropped."""
+def stale_roles(server: Server, expired_only: bool = True) -> list[tuple[str, str]]:
+    """Run roles a killed run left behind, with the database each may connect to: those whose
+    recorded owner process is gone, or past their expiry (any, unless ``expired_only``)."""
     conn = connect(server)
     try:
         with conn.cursor() as cur:
-            cur.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s "
-                        "AND (NOT %s OR rolvaliduntil < now())", (ROLE_LIKE, expired_only))
-            names = [r[0] for r in cur.fetchall()]
+            cur.execute("SELECT rolname, rolvaliduntil < now(), shobj_description(oid, "
+                        "'pg_authid') FROM pg_roles WHERE rolname LIKE %s ORDER BY 1",
+                        (ROLE_LIKE,))
+            rows = cur.fetchall()
     finally:
         conn.close()
-    for name in names:
-        drop_role(server, name)
+    stale = []
+    for name, expired, comment in rows:
+        owner = parse_owner(comment)
+        if expired or not expired_only or (owner is not None and owner.alive() is False):
+            stale.append((name, owner.database if owner is not None else server.database))
+    return stale
+
+
+def sweep_roles(server: Server, expired_only: bool = True) -> list[str]:
+    """Drop run roles a killed run left behind (:func:`stale_roles`); the names dropped."""
+    names = []
+    for name, database in stale_roles(server, expired_only):
+        drop_role(server.model_copy(update={"database": database}), name)
+        names.append(name)
     return names
 
 
@@ -193,14 +244,14 @@ def run_role(server: Server, run_id: str, limits: RoleLimits | None = None
              ) -> Iterator[RunRole]:
     """The run's role for the duration of the ``with`` block, dropped afterwards even when the
     block raises (a teardown failure is raised loudly: a platform bug, spec §7)."""
-    with _role_ddl(server):
+    with role_ddl(server):
         sweep_roles(server)
         ensure_reader(server)
         role = create_role(server, run_id, limits)
     try:
         yield role
     finally:
-        with _role_ddl(server):
+        with role_ddl(server):
             drop_role(server, role.name)
         left = [n for n in leftover_roles(server) if n in (role.name, role.scratch)]
         if left:
