@@ -12,7 +12,10 @@ one would change those numbers silently. Row rules: as many fields as the header
 ``max_field_chars``; non-empty ``dataset, model, method, realidx``; a valid ``realidx`` (integer
 or string id, at most ``max_id_chars``); token counts empty or a non-negative whole number;
 ``time_s`` and ``cost_usd`` empty or a finite non-negative number (``True``, ``nan``, ``inf``,
-``1e999`` and numbers over ``max_number_digits`` characters are refused).
+``1e999`` and numbers over ``max_number_digits`` characters are refused); and every number within
+:data:`MAX_VALUES` (token counts at most 10^12 per row, ``time_s`` at most 10^7 s, ``cost_usd``
+at most 10^6 USD: a row's numbers are summed into a run's totals, which must stay finite
+integers the ledger can hold).
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ TEXT_COLUMNS = ("dataset", "split", "model", "method", "realidx", "predicted_ans
 COUNT_COLUMNS = ("prompt_tokens", "completion_tokens")
 NUMBER_COLUMNS = ("prompt_tokens", "completion_tokens", "time_s", "cost_usd")
 REQUIRED_VALUES = ("dataset", "model", "method", "realidx")
+MAX_VALUES = {"prompt_tokens": 1e12, "completion_tokens": 1e12, "time_s": 1e7, "cost_usd": 1e6}
+"""Largest value of each numeric column of one row."""
 _NUMBER = re.compile(r"[+]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
 
 
@@ -64,6 +69,8 @@ def _number(column: str, text: str, limits: QAInputLimits) -> float:
         raise _RowError(f"{column} {text!r} is not a finite number")
     if column in COUNT_COLUMNS and not value.is_integer():
         raise _RowError(f"{column} {text!r} is not a whole number of tokens")
+    if value > MAX_VALUES[column]:
+        raise _RowError(f"{column} {text!r} is over the limit of {MAX_VALUES[column]:g}")
     return value
 
 
@@ -176,8 +183,8 @@ def _validated(path: str, header: list[str], rows: list[list[str]], lines: list[
         parsed: dict[str, float] = {}
         for value in set(columns[name]):
             try:
-                parsed[value] = (float(value) if value.isdigit() and len(value) <= digits
-                                 else _number(name, value, limits))
+                quick = value.isdigit() and len(value) <= min(digits, 6)
+                parsed[value] = float(value) if quick else _number(name, value, limits)
             except _RowError:
                 flag(columns[name], {value})
         numbers[name] = [parsed.get(v, math.nan) for v in columns[name]]

@@ -7,17 +7,20 @@ The line rules are described in :mod:`tasks_lib.qa.ingest`.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
 
+from tasks_lib import strict_json
 from tasks_lib.qa.types import QAInputLimits, QAItem
+from tasks_lib.strict_json import JSONRules, StrictJSONError
 
 REQUIRED_FIELDS = ("realidx", "question", "options", "answer_idx")
 OPTIONAL_FIELDS = ("answer", "meta_info")
 OPTION_KEY = re.compile(r"[A-Z]")
 _INTEGRAL_TEXT = re.compile(r"([+-]?\d+)\.0*")
+MAX_NUMBER = 1e15
+"""Largest magnitude of a number in a question line."""
 
 
 class _LineRule(ValueError):
@@ -55,52 +58,20 @@ def _kind(value: Any) -> str:
     return names.get(type(value), type(value).__name__)
 
 
-def _depth_exceeds(value: Any, max_depth: int) -> bool:
-    """Whether parsed JSON nests deeper than ``max_depth`` (iterative, stops at the limit)."""
-    stack = [(value, 1)]
-    while stack:
-        node, depth = stack.pop()
-        children = node.values() if isinstance(node, dict) else node
-        if isinstance(node, dict | list):
-            if depth > max_depth:
-                return True
-            stack.extend((child, depth + 1) for child in children)
-    return False
-
-
 def _load_json(text: str, limits: QAInputLimits) -> Any:
-    """``json.loads`` that refuses deep nesting, long numbers, NaN and repeated keys."""
-    def number(kind: type[int] | type[float]) -> Any:
-        def parse(token: str) -> int | float:
-            if len(token) > limits.max_number_digits:
-                raise _LineRule(f"a number has more than max_number_digits "
-                                f"({limits.max_number_digits}) characters")
-            return kind(token)
-        return parse
-
-    def constant(token: str) -> Any:
-        raise _LineRule(f"{token} is not a JSON number")
-
-    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
-        out: dict[str, Any] = {}
-        for key, value in items:
-            if key in out:
-                raise _LineRule(f"key {key[:40]!r} appears twice in one object")
-            out[key] = value
-        return out
-
-    too_deep = _LineRule(f"JSON nested deeper than max_depth ({limits.max_depth})")
+    """:func:`tasks_lib.strict_json.loads` under ``limits``: no deep nesting, long or huge
+    numbers, NaN, lone surrogates or repeated keys."""
+    rules = JSONRules(max_depth=limits.max_depth, max_number_chars=limits.max_number_digits,
+                      max_abs=MAX_NUMBER)
     try:
-        value = json.loads(text, parse_int=number(int), parse_float=number(float),
-                           parse_constant=constant, object_pairs_hook=pairs)
-    except json.JSONDecodeError as exc:
-        raise _LineRule(f"malformed JSON: {exc.msg} at column {exc.colno}") from None
-    except RecursionError:  # the parser's own guard (about 1000 levels) fired first
-        raise too_deep from None
-    if text.count("[") + text.count("{") > limits.max_depth and _depth_exceeds(
-            value, limits.max_depth):
-        raise too_deep
-    return value
+        return strict_json.loads(text, rules)
+    except StrictJSONError as exc:
+        if exc.rule == "json_depth":
+            raise _LineRule(f"JSON nested deeper than max_depth ({limits.max_depth})") from None
+        if exc.rule == "json_number_length":
+            raise _LineRule(f"a number has more than max_number_digits "
+                            f"({limits.max_number_digits}) characters") from None
+        raise _LineRule(str(exc)) from None
 
 
 def _text(raw: dict[str, Any], field: str, limits: QAInputLimits, optional: bool = False
