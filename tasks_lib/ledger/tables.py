@@ -115,6 +115,9 @@ class EndpointRow(SQLModel, table=True):
     model_version: str
     model: str = Field(description="litellm model string.")
     api_base: str | None = None
+    api_key_enc: str | None = Field(
+        default=None, description="The endpoint's own API key, Fernet-encrypted with the "
+        "endpoint_credential_key setting (None: the endpoint gets no credential).")
     created_at: datetime = Field(default_factory=_now)
 
 
@@ -157,6 +160,9 @@ class SubmissionRow(SQLModel, table=True):
     split_id: str | None = None
     run_id: str = Field(unique=True)
     n_predictions: int
+    body_sha256: str | None = Field(
+        default=None, index=True, description="SHA-256 of the uploaded bytes (None: API mode); "
+        "a re-upload of the same bytes for the same lock is this version.")
     created_at: datetime = Field(default_factory=_now)
 
 
