@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import AliasChoices, Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import AliasChoices, Field, SecretStr, field_validator
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 """The checkout this package was installed from (editable install)."""
@@ -57,6 +57,16 @@ class Settings(BaseSettings):
         default=None,
         description="OpenAI-compatible endpoint for every litellm call (a local server, a proxy).",
     )
+    endpoint_allow_networks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="CIDRs a registered endpoint's api_base may resolve to although they are not "
+        "public (comma-separated, e.g. 127.0.0.1/32 for a local test server, 10.20.0.0/16 for "
+        "an on-premises model farm); empty = public addresses only (tasks_lib/netpolicy.py).")
+    endpoint_credential_key: SecretStr | None = Field(
+        default=None,
+        description="Fernet key(s) that encrypt the API keys submitters give with their "
+        "endpoints (comma-separated, newest first: older keys still decrypt, for rotation); "
+        "unset = endpoints cannot be registered with an api_key.")
     judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
     flow_heartbeat_s: int | None = Field(
         default=None, ge=30,
@@ -101,6 +111,18 @@ class Settings(BaseSettings):
         description="Extra fsspec options for the storage root (JSON), e.g. an S3 endpoint_url "
         'or nested s3fs options such as {"client_kwargs": {"region_name": "eu-west-1"}}.',
     )
+
+    @field_validator("endpoint_allow_networks", mode="before")
+    @classmethod
+    def _comma_list(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            text = value.strip()
+            if text.startswith("["):
+                import json
+
+                return json.loads(text)
+            return [v.strip() for v in text.split(",") if v.strip()]
+        return value
 
 
 @lru_cache(maxsize=1)
