@@ -19,6 +19,15 @@ run_app = typer.Typer(no_args_is_help=True,
 app.add_typer(run_app, name="run")
 
 
+def sweep_orphans() -> None:
+    """Release what killed runs left behind (processes, containers, scratch, study-database
+    roles) before new cells start; say what was removed on stderr."""
+    from tasks_lib.sweep import sweep_orphans as sweep
+
+    for line in sweep():
+        typer.echo(f"sweep: {line}", err=True)
+
+
 @run_app.command("cell")
 @user_errors(SandboxUnavailableError)
 def run_cell_cmd(
@@ -34,6 +43,7 @@ def run_cell_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the cell report as JSON."),
 ) -> None:
     """Run one evaluation cell (execute, then score) and print its report."""
+    sweep_orphans()
     from flows.execute import run_cell
 
     report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
@@ -61,6 +71,7 @@ def run_matrix_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Run the grid agents × tasks × tiers × N and write the report (matrix.json, matrix.md)."""
+    sweep_orphans()
     from prefect.task_runners import ThreadPoolTaskRunner
 
     from flows.execute import run_matrix

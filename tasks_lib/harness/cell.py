@@ -2,7 +2,8 @@
 
 Run folder (``runs/<run_id>/`` under the local storage root)::
 
-    workspace/    the agent's writable workspace (local scratch; scoring never reads it)
+    workspace/    the agent's writable workspace (local scratch; scoring never reads it; kept
+                  only after a completed run, removed after any other end)
     submission/   copy of ``workspace/submission`` (regular files; symlinks kept as symlinks)
     trace/        conversation.json, trace.jsonl, workspace.json, plan.md (capped copy)
     run.json      the RunRecord (written by :func:`tasks_lib.harness.steps.execute_step`)
@@ -42,7 +43,8 @@ from tasks_lib.sandbox.base import (
     ViolationKind,
     agent_spec,
 )
-from tasks_lib.sandbox.hostio import copy_tree, remove_tree
+from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
+from tasks_lib.sandbox.lease import Lease
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.base import research_card
@@ -211,9 +213,9 @@ def agent_sandbox(plan: CellPlan) -> SandboxSpec:
     return agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden, network)
 
 
-def _run_agent(plan: CellPlan, recorder: TraceRecorder) -> Execution:
+def _run_agent(plan: CellPlan, recorder: TraceRecorder, lease: Lease) -> Execution:
     policy = make_policy(plan)
-    sandbox = sandbox_class(plan.backend)(agent_sandbox(plan))
+    sandbox = sandbox_class(plan.backend)(agent_sandbox(plan), lease=lease)
     loop = AgentLoop(policy, sandbox, recorder, plan.limits)
     brief = (plan.pool_dir / "public" / "brief.md").read_text(encoding="utf-8")
     started = time.monotonic()
@@ -248,16 +250,34 @@ def execute_cell(plan: CellPlan) -> Execution:
     ``submission/`` (empty when the agent wrote none); the run record is the caller's. Every
     host read of the agent's files is bounded (:class:`~tasks_lib.sandbox.base.HostLimits`); a
     host step that still fails on them makes the run invalid with the reason, never loses it.
+    The run holds a lease (:mod:`tasks_lib.sandbox.lease`) on its workspace and sandbox
+    processes while it runs; the workspace is removed unless the run completed.
     """
     if plan.run_dir.exists():
         remove_tree(plan.run_dir)
     plan.workspace.mkdir(parents=True)
-    recorder = TraceRecorder(plan.trace_dir)
-    try:
-        execution = _run_agent(plan, recorder)
-    finally:
-        recorder.write_conversation(plan)
-    return _store_outputs(plan, recorder, execution)
+    with Lease(plan.run_id, scratch=[plan.workspace]) as lease:
+        recorder = TraceRecorder(plan.trace_dir)
+        completed = False
+        try:
+            try:
+                execution = _run_agent(plan, recorder, lease)
+            finally:
+                recorder.write_conversation(plan)
+            execution = _store_outputs(plan, recorder, execution)
+            completed = execution.status is RunStatus.COMPLETED
+            return execution
+        finally:
+            if not completed:
+                free_workspace(plan, recorder)
+
+
+def free_workspace(plan: CellPlan, recorder: TraceRecorder) -> None:
+    """Remove the workspace of a run that did not complete (its submission and trace are
+    stored already) and note the bytes freed in the trace."""
+    used, _ = disk_usage(plan.workspace)
+    remove_tree(plan.workspace)
+    recorder.event(EventKind.HOST, 0, workspace=f"removed ({used} bytes on disk)")
 
 
 def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution) -> Execution:

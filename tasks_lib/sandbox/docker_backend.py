@@ -11,6 +11,12 @@ files, a size-capped ``/tmp``, the polled disk quota of the writable mounts), us
 and ``network_mode=none`` unless the policy allows the network. Each
 execution runs under ``timeout -s KILL`` inside the container and the container is killed when
 the host-side cap passes, so the whole process tree dies at the cap.
+
+The container's name is written on the sandbox's lease (:mod:`tasks_lib.sandbox.lease`) before
+it is created, and the container carries the lease id as a label: :meth:`DockerSandbox.close`
+removes it on every way out of a cell, the sweep (:mod:`tasks_lib.sweep`) after a ``kill -9``.
+It is not started with ``--rm`` (``auto_remove``): a cap kills the execution by restarting the
+container, which must survive its own stop.
 """
 
 from __future__ import annotations
@@ -43,10 +49,14 @@ from tasks_lib.sandbox.base import (
     sandbox_env,
 )
 from tasks_lib.sandbox.hostio import iter_tree
+from tasks_lib.sandbox.lease import Lease
+from tasks_lib.sandbox.lifetime import die_with_parent
 from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError, etc_files
 from tasks_lib.sandbox.monitor import QuotaWatcher, SyscallMonitor, strace_argv, strace_path
 
 IMAGE = "medflows-sandbox:1"
+LEASE_LABEL = "medflows.lease"
+"""Container label holding the id of the lease the container belongs to."""
 SANDBOX_UID = 1000
 _SKELETON_DIRS = ("etc", "tmp", "proc", "dev", "sys", "usr", "workspace", "public", "private",
                   "submission", "output")
@@ -145,22 +155,36 @@ class DockerSandbox:
     """A :class:`~tasks_lib.sandbox.base.Sandbox` backed by one long-lived container."""
 
     def __init__(self, spec: SandboxSpec, engine: Any | None = None,
-                 host: HostLimits = HOST_LIMITS, monitor: bool = True) -> None:
-        from docker.types import Ulimit
-
+                 host: HostLimits = HOST_LIMITS, monitor: bool = True,
+                 lease: Lease | None = None) -> None:
         self.spec, self.host = spec, host
         self.strace = strace_path() if monitor else None
-        limits = spec.limits
+        self.engine = engine or client()
+        self._own_lease = lease is None
+        self.lease = lease if lease is not None else Lease("sandbox")
         self._etc = etc_files()
+        self.lease.add_scratch(self._etc)
+        self.name = f"medflows-{self.lease.record.lease_id}-{os.urandom(3).hex()}"
+        self.lease.add_container(self.name)
+        try:
+            self.container = self._create()
+        except BaseException:
+            self.close()
+            raise
+
+    def _create(self) -> Any:
+        """Create and start the long-lived container (named, labelled with the lease)."""
+        from docker.types import Ulimit
+
+        spec, limits = self.spec, self.spec.limits
         volumes = {**_volumes(spec), **{str(path): {"bind": f"/etc/{path.name}", "mode": "ro"}
                                         for path in self._etc.iterdir()
                                         if path.name in ("hosts", "nsswitch.conf")}}
-        self.engine = engine or client()
         for mount in spec.mounts:
             if mount.writable:
                 _own(mount.host)
         env = sandbox_env(spec)
-        self.container = self.engine.containers.run(
+        return self.engine.containers.run(
             ensure_image(self.engine), ["/bin/sleep", "infinity"], detach=True,
             network_mode="none" if spec.network is NetworkPolicy.NONE else "host",
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
@@ -172,8 +196,8 @@ class DockerSandbox:
                 Ulimit(name="core", soft=0, hard=0)],
             user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir=spec.workdir, environment=env,
             volumes=volumes, tmpfs={"/tmp": f"rw,size={limits.tmp_mb}m"}, init=True,
-            hostname="sandbox",
-            labels={"medflows": "sandbox"},
+            hostname="sandbox", name=self.name,
+            labels={"medflows": "sandbox", LEASE_LABEL: self.lease.record.lease_id},
         )
 
     def execute(self, language: Language, code: str, timeout_s: float) -> ExecResult:
@@ -264,9 +288,10 @@ class DockerSandbox:
                     os.kill(pid, signal.SIGCONT)
             return None
         assert self.strace is not None
-        tracer = subprocess.Popen([*strace_argv(self.strace, monitor.write_fd, attach=pid)],
-                                  stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL, pass_fds=(monitor.write_fd,))
+        tracer = subprocess.Popen(
+            die_with_parent(strace_argv(self.strace, monitor.write_fd, attach=pid)),
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+            pass_fds=(monitor.write_fd,), start_new_session=True)
         monitor.start()
         for _ in range(500):
             if _tracer(pid) or tracer.poll() is not None:
@@ -279,11 +304,14 @@ class DockerSandbox:
         return tracer
 
     def close(self) -> None:
-        """Remove the container (idempotent)."""
+        """Remove the container (idempotent; also one whose creation failed half-way) and
+        release what the lease holds for it."""
         import docker
 
         shutil.rmtree(self._etc, ignore_errors=True)
-        try:
-            self.container.remove(force=True)
-        except docker.errors.NotFound:
-            return
+        self.lease.drop_scratch(self._etc)
+        with contextlib.suppress(docker.errors.NotFound):
+            self.engine.containers.get(self.name).remove(force=True)
+        self.lease.drop_container(self.name)
+        if self._own_lease:
+            self.lease.release()

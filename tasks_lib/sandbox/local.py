@@ -39,6 +39,8 @@ from tasks_lib.sandbox.base import (
     command,
     sandbox_env,
 )
+from tasks_lib.sandbox.lease import Lease
+from tasks_lib.sandbox.lifetime import die_with_parent
 from tasks_lib.sandbox.monitor import (
     Cgroup,
     QuotaWatcher,
@@ -113,17 +115,22 @@ def etc_files() -> Path:
 class BwrapSandbox:
     """A :class:`~tasks_lib.sandbox.base.Sandbox` built from bubblewrap namespaces.
 
-    Each execution: [cgroup] → [strace, outside the namespaces] → bwrap → prlimit → command;
-    stdout/stderr are drained into capped buffers, the writable mounts' disk use is polled.
+    Each execution: [die-with-parent] → [cgroup] → [strace, outside the namespaces] → bwrap →
+    prlimit → command, in a session of its own; stdout/stderr are drained into capped buffers,
+    the writable mounts' disk use is polled. The session, cgroup and ``/etc`` folder are held on
+    ``lease`` (the cell's, else one of the sandbox's own) until released.
     """
 
     def __init__(self, spec: SandboxSpec, host: HostLimits = HOST_LIMITS,
-                 monitor: bool = True) -> None:
+                 monitor: bool = True, lease: Lease | None = None) -> None:
         if shutil.which("bwrap") is None:
             raise SandboxUnavailableError("bwrap not found: install the Debian package bubblewrap")
         self.spec, self.host = spec, host
         self.strace = strace_path() if monitor else None
         self._etc = etc_files()
+        self._own_lease = lease is None
+        self.lease = lease if lease is not None else Lease("sandbox")
+        self.lease.add_scratch(self._etc)
         extra: list[str] = []
         for path in sorted(self._etc.iterdir()):
             extra += ["--ro-bind", str(path), f"/etc/{path.name}"]
@@ -136,26 +143,52 @@ class BwrapSandbox:
             argv = [*strace_argv(self.strace, monitor.write_fd), *argv]
         if cgroup is not None:
             argv = [*cgroup.enter_argv(), *argv]
-        return argv
+        return die_with_parent(argv)
+
+    def _spawn(self, argv: list[str], monitor: SyscallMonitor | None,
+               cgroup: Cgroup | None) -> subprocess.Popen[bytes]:
+        """Start the execution in a session of its own and record it on the lease."""
+        if cgroup is not None:
+            self.lease.add_cgroups(list(cgroup.dirs.values()))
+        try:
+            proc = subprocess.Popen(
+                argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                start_new_session=True, env={"PATH": SAFE_PATH},
+                pass_fds=(monitor.write_fd,) if monitor is not None else ())
+        except BaseException:
+            self._close_cgroup(cgroup)
+            raise
+        self.lease.add_group(proc.pid)
+        return proc
+
+    def _close_cgroup(self, cgroup: Cgroup | None) -> list[int]:
+        if cgroup is None or not any(d.is_dir() for d in cgroup.dirs.values()):
+            return []
+        left = cgroup.close()
+        self.lease.drop_cgroups(list(cgroup.dirs.values()))
+        return left
 
     def execute(self, language: Language, code: str, timeout_s: float) -> ExecResult:
         """Run ``code``; at ``timeout_s`` (or past the disk quota) the process group and its
-        PID namespace are killed."""
+        PID namespace are killed, and so they are on every other way out of this call."""
         started = time.monotonic()
         monitor = SyscallMonitor(self.spec, self.host) if self.strace else None
         cgroup = Cgroup.create(self.spec.limits)
+        proc = self._spawn(self._argv(language, code, monitor, cgroup), monitor, cgroup)
         try:
-            proc = subprocess.Popen(
-                self._argv(language, code, monitor, cgroup), stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, start_new_session=True,
-                env={"PATH": SAFE_PATH},
-                pass_fds=(monitor.write_fd,) if monitor is not None else ())
-        except BaseException:
-            if cgroup is not None:
-                cgroup.close()
-            raise
-        if monitor is not None:
-            monitor.start()
+            if monitor is not None:
+                monitor.start()
+            return self._wait(proc, monitor, cgroup, timeout_s, started)
+        finally:
+            if proc.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+            self.lease.drop_group(proc.pid)
+            self._close_cgroup(cgroup)
+
+    def _wait(self, proc: subprocess.Popen[bytes], monitor: SyscallMonitor | None,
+              cgroup: Cgroup | None, timeout_s: float, started: float) -> ExecResult:
         out, err = CappedCapture(self.host.output_chars), CappedCapture(self.host.output_chars)
         readers = [threading.Thread(target=c.drain, args=(s,), daemon=True)
                    for c, s in ((out, proc.stdout), (err, proc.stderr))]
@@ -176,17 +209,16 @@ class BwrapSandbox:
             timed_out = True
             kill()
             proc.wait()
-        over = quota.stop()
+        finally:
+            over = quota.stop()
         for reader in readers:
             reader.join(10)
         observed = monitor.finish() if monitor is not None else []
-        hit: list[str] = []
-        if cgroup is not None:
-            hit = cgroup.limits_hit()
-            left = cgroup.close()
-            if left:
-                observed.append(Violation(kind=ViolationKind.PROCESS_LEFT, source=Source.SANDBOX,
-                                          evidence=f"{len(left)} processes outlived the sandbox"))
+        hit = cgroup.limits_hit() if cgroup is not None else []
+        left = self._close_cgroup(cgroup)
+        if left:
+            observed.append(Violation(kind=ViolationKind.PROCESS_LEFT, source=Source.SANDBOX,
+                                      evidence=f"{len(left)} processes outlived the sandbox"))
         if over is not None:
             hit.append("disk")
             observed.append(Violation(kind=ViolationKind.RESOURCE_LIMIT, source=Source.SANDBOX,
@@ -199,5 +231,9 @@ class BwrapSandbox:
             observed=observed, monitored=monitor is not None, limits_hit=hit)
 
     def close(self) -> None:
-        """Remove the sandbox's name files (nothing else persists between executions)."""
+        """Remove the sandbox's name files (nothing else persists between executions) and
+        release the sandbox's own lease."""
         shutil.rmtree(self._etc, ignore_errors=True)
+        self.lease.drop_scratch(self._etc)
+        if self._own_lease:
+            self.lease.release()
