@@ -202,9 +202,8 @@ def measure_detection(root: Path, m: PoolManifest,
 def read_text_table(root: Path, name: str, key: str, value: str,
                     limits: SubmissionLimits = DEFAULT_LIMITS) -> list[tuple[str, str]]:
     """``(key, value)`` pairs of a UTF-8 CSV with the given columns (within ``limits``)."""
-    table = csv_table(safe_read(root, name, limits, limits.max_table_bytes), name, limits)
-    if table and not {key, value} <= set(table[0]):
-        raise violation(name, "csv_columns", f"needs columns {key!r} and {value!r}")
+    table = csv_table(safe_read(root, name, limits, limits.max_table_bytes), name, limits,
+                      columns=(key, value))
     return [(r[key] or "", r[value] or "") for r in table]
 
 

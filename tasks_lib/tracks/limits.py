@@ -208,12 +208,15 @@ def _check_lists(obj: Any, name: str, cap: int) -> None:
 _CSV_LOCK = threading.Lock()
 
 
-def csv_table(data: bytes, name: str, limits: SubmissionLimits = DEFAULT_LIMITS
-              ) -> list[dict[str, str]]:
+def csv_table(data: bytes, name: str, limits: SubmissionLimits = DEFAULT_LIMITS,
+              columns: tuple[str, ...] | None = None) -> list[dict[str, str]]:
     """Rows of a submitted UTF-8 CSV (a leading BOM tolerated) within ``limits``.
 
     A field may be as long as the file (``max_table_bytes``); how long an answer may be is the
-    suite's rule on the measured ``text_length``.
+    suite's rule on the measured ``text_length``. A row with more fields than the header (an
+    unquoted comma) and a header other than ``columns`` (when given) are refused naming the
+    line (``csv_columns``); a quoted field that is never closed is refused naming the line it
+    opens on (``csv_format``). A row with fewer fields has its missing fields empty.
     """
     if len(data) > limits.max_table_bytes:
         raise violation(name, "table_size", f"larger than {limits.max_table_bytes} bytes")
@@ -224,8 +227,54 @@ def csv_table(data: bytes, name: str, limits: SubmissionLimits = DEFAULT_LIMITS
     with _CSV_LOCK:
         old = csv.field_size_limit(max(limits.max_table_bytes, 131072))
         try:
-            return list(csv.DictReader(io.StringIO(text, newline="")))
-        except csv.Error as exc:
-            raise violation(name, "csv_format", f"not a valid CSV: {exc}") from None
+            return _csv_rows(text, name, columns)
         finally:
             csv.field_size_limit(old)
+
+
+def _csv_rows(text: str, name: str, columns: tuple[str, ...] | None) -> list[dict[str, str]]:
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    header: list[str] | None = None
+    rows: list[dict[str, str]] = []
+    start = 1
+    try:
+        for row in reader:
+            line, start = start, reader.line_num + 1
+            if not row:
+                continue
+            if header is None:
+                header = _check_header(row, name, columns)
+            elif len(row) > len(header):
+                raise violation(name, "csv_columns", f"line {line}: {len(row)} fields, the "
+                                f"header has {len(header)} (quote a value that holds a comma)")
+            else:
+                rows.append(dict(zip(header, row + [""] * (len(header) - len(row)),
+                                     strict=True)))
+    except csv.Error as exc:
+        if "unexpected end of data" in str(exc):
+            raise violation(name, "csv_format", f"line {start}: a quoted field opens on this "
+                                                "line and is never closed") from None
+        if reader.line_num > start:
+            raise violation(name, "csv_format", f"line {start}: a quoted field opens on this "
+                            f"line and runs to line {reader.line_num}, where the CSV breaks "
+                            f"({exc}): an unmatched quote") from None
+        raise violation(name, "csv_format", f"line {reader.line_num}: not a valid CSV: "
+                                            f"{exc}") from None
+    if header is None and columns is not None and text.strip():
+        raise violation(name, "csv_columns", "no header row")
+    return rows
+
+
+def _check_header(row: list[str], name: str, columns: tuple[str, ...] | None) -> list[str]:
+    if columns is None:
+        return row
+    missing = [c for c in columns if c not in row]
+    extra = [c for c in row if c not in columns]
+    if missing:
+        raise violation(name, "csv_columns", f"line 1: needs columns "
+                                             f"{', '.join(map(repr, columns))}")
+    if extra:
+        shown = ", ".join(repr(c[:40]) for c in extra[:5])
+        raise violation(name, "csv_columns", f"line 1: unexpected column(s) {shown} (the "
+                                             f"header must be {','.join(columns)})")
+    return row

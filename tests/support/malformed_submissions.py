@@ -37,8 +37,9 @@ ISSUE_CASES = ("ldct-denoise-npy-header-728TiB", "seg-nifti-header-huge", "gzip-
                "vqa-10MB-field", "report-10MB-field", "det-extra-non-utf8-name",
                "seg-extra-4GiB-sparse", "ldct-denoise-npy-1e308", "det-bool-coordinate",
                "det-bool-label", "ldct-denoise-npy-text-file", "det-symlinked-folder",
-               "ldct-denoise-npy-pickle")
-"""Name fragments of the cases issue 14 reports."""
+               "ldct-denoise-npy-pickle", "vqa-extra-columns", "vqa-extra-field-in-row",
+               "vqa-unterminated-quote")
+"""Name fragments of the cases issues 14 and 21 report."""
 
 
 @dataclass(frozen=True)
@@ -478,7 +479,29 @@ def _table_cases(task: str, key: str, value: str, short: str, nonempty: str,
                   edit_table(key, value, extra_rows=[(f"x{k}", "a") for k in range(5000)]),
                   scope="extra"),
         Malformed(f"{t}-table-symlink", t, "files_safe", symlink_output, scope="table"),
+        Malformed(f"{t}-extra-columns", t, "unexpected column(s) 'confidence'",
+                  table_bytes(lambda b: _with_column(b, "confidence", "0.9")), scope="table"),
+        Malformed(f"{t}-extra-field-in-row", t, "line 3: 3 fields, the header has 2",
+                  table_bytes(lambda b: _edit_line(b, 2, lambda x: x + b",left side")),
+                  scope="table"),
+        Malformed(f"{t}-unterminated-quote", t, "line 2: a quoted field opens on this line "
+                  "and", table_bytes(lambda b: _edit_line(
+                      b, 1, lambda x: x.split(b",", 1)[0] + b',"open')), scope="table"),
     ]
+
+
+def _edit_line(data: bytes, index: int, edit: Callable[[bytes], bytes]) -> bytes:
+    """``data`` with its line ``index`` (0: the header) passed through ``edit``."""
+    lines = data.splitlines()
+    lines[index] = edit(lines[index])
+    return b"\n".join(lines) + b"\n"
+
+
+def _with_column(data: bytes, column: str, value: str) -> bytes:
+    """A CSV table with one more column (``value`` in every row)."""
+    lines = data.splitlines()
+    head = [lines[0] + f",{column}".encode()]
+    return b"\n".join(head + [x + f",{value}".encode() for x in lines[1:] if x]) + b"\n"
 
 
 def _extra_cases(task: str) -> list[Malformed]:
