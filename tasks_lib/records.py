@@ -7,6 +7,9 @@ Storage layout under the storage root, the same for every track and every kind o
     runs/<run_id>/trace/                           conversation.json, trace.jsonl (research cells)
     runs/<run_id>/scores/<evaluator_version>.json  ScoreCard (append-only, one per version)
 
+Every text written below ``runs/`` goes through :class:`RunStorage`, which applies the one
+redaction rule (:mod:`tasks_lib.redaction`).
+
 Execute writes the first three and the ledger's run row; ``score_run`` reads them (and nothing
 else) and appends the score card and the ledger's score row.
 """
@@ -15,14 +18,17 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Iterable
+from typing import Any
 
-from pydantic import Field, field_validator
+from pydantic import BaseModel, Field, field_validator
 
 from evaluators.core import Frozen, RunStatus, Tier, Track
 from evaluators.judges.error_codes import Coding
 from expectations import ValidationFailure, ValidationReport
 from tasks_lib.agents import AgentSpec
-from tasks_lib.redaction import redact, secret_values
+from tasks_lib.redaction import redact, redact_data, secret_values
+from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
 __all__ = ["CaseScore", "RunRecord", "ScoreCard", "ValidationFailure", "ValidationReport"]
@@ -195,12 +201,41 @@ class ScoreCard(Frozen):
 
 def _clean(text: str) -> str:
     """``text`` through the one redaction rule (nothing to do for empty text)."""
-    return redact(text, secret_values()) if text else text
+    return redact(text) if text else text
+
+
+class RunStorage(Storage):
+    """Storage of run folders: every text it writes (``write_text``, ``write_json``,
+    ``write_jsonl``) passes the one redaction rule, so no writer of a run file can forget it.
+    Bytes (``write_bytes``, ``open``) are stored as given: submissions copied file by file keep
+    their exact content."""
+
+    def child(self, prefix: str) -> RunStorage:
+        """A redacting storage rooted at ``prefix`` below this one."""
+        return RunStorage(self.url(prefix), **self._options)
+
+    def write_text(self, key: str, text: str) -> str:
+        """Write ``text`` redacted; returns the URL."""
+        return super().write_text(key, redact(text))
+
+    def write_json(self, key: str, obj: Any) -> str:
+        """Write JSON with every string redacted before it is serialized."""
+        if isinstance(obj, BaseModel):
+            obj = obj.model_dump(mode="json")
+        return super().write_json(key, redact_data(obj))
+
+    def write_jsonl(self, key: str, rows: Iterable[BaseModel | dict[str, Any]]) -> str:
+        """Write one JSON object per line, every string redacted before it is serialized."""
+        secrets = secret_values()
+        return super().write_jsonl(key, [redact_data(
+            r.model_dump(mode="json") if isinstance(r, BaseModel) else r, secrets)
+            for r in rows])
 
 
 def runs_store() -> Storage:
-    """``runs/`` under the configured storage root."""
-    return Storage.from_settings().child("runs")
+    """``runs/`` under the configured storage root (a :class:`RunStorage`)."""
+    settings = get_settings()
+    return RunStorage(f"{settings.storage_url.rstrip('/')}/runs", **settings.storage_options)
 
 
 def run_store(run_id: str) -> Storage:
@@ -215,8 +250,7 @@ def card_key(evaluator_version: str) -> str:
 
 def write_run(record: RunRecord) -> str:
     """Store ``run.json`` (redacted, like every stored run output); returns its URL."""
-    text = redact(record.model_dump_json(indent=2), secret_values())
-    return run_store(record.run_id).write_text(RUN_JSON, text)
+    return run_store(record.run_id).write_text(RUN_JSON, record.model_dump_json(indent=2))
 
 
 def read_run(run_id: str) -> RunRecord:
@@ -227,7 +261,7 @@ def read_run(run_id: str) -> RunRecord:
 def write_card(card: ScoreCard) -> str:
     """Store a run's score card under its evaluator version; returns the URL."""
     assert card.run_id is not None
-    text = redact(card.finite().model_dump_json(), secret_values())
+    text = card.finite().model_dump_json()
     return run_store(card.run_id).write_text(card_key(card.evaluator_version), text)
 
 

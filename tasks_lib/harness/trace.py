@@ -5,8 +5,8 @@ regular files of the workspace when the agent stopped) and ``plan.md`` (a size-c
 the agent's plan). Together with the submission they are everything the judges and the
 error-code rules read, so a run re-scores from storage alone (:func:`load_trace`).
 
-Secrets are redacted by the one rule of :mod:`tasks_lib.redaction` when a record is written, so
-no trace file can ever hold them.
+Secrets are redacted by the one rule of :mod:`tasks_lib.redaction` when a record is written (the
+serialized JSON, escapes included), so no trace file can ever hold them.
 """
 
 from __future__ import annotations
@@ -137,8 +137,7 @@ class TraceRecorder:
         return stopped
 
     def _clean(self, text: str) -> str:
-        escaped = [json.dumps(s)[1:-1] for s in self.secrets]
-        return redact(text, sorted({*self.secrets, *escaped}, key=len, reverse=True))
+        return redact(text, self.secrets)
 
 
 class StoredTrace(Frozen):

@@ -37,17 +37,17 @@ from tasks_lib.qa.runner import (
     total_cost,
 )
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
-from tasks_lib.redaction import redact, secret_values
+from tasks_lib.redaction import redact_model, secret_values
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.qa import ANSWERS
 
 
 def _redacted(answers: list[QAAnswer]) -> list[QAAnswer]:
-    """Answers with secrets scrubbed from the model's raw text (the one redaction rule)."""
+    """Answers with secrets scrubbed from every text (raw reply, error, method trace) by the one
+    redaction rule, before they leave the step as its result."""
     secrets = secret_values()
-    return [a if a.raw is None else a.model_copy(update={"raw": redact(a.raw, secrets)})
-            for a in answers]
+    return [redact_model(a, secrets) for a in answers]
 
 
 class ChunkResult(Frozen):
