@@ -9,6 +9,13 @@ connection slots and rate caps, and retries transient failures (429, 5xx, timeou
 connections) with backoff (:mod:`tasks_lib.llm_limits`). After the last attempt the provider's
 error propagates (an ``openai.APIError``), for the caller to record as data.
 
+Credentials: by default a call with an ``api_base`` carries the operator's ``OPENAI_API_KEY``
+(the operator configured that base) and a call without one lets litellm pick the provider's key.
+A caller that talks to a base someone else gave (a submitter's registered endpoint) passes
+``api_key`` (that endpoint's own key, or ``"not-needed"``): it is sent explicitly, so neither
+this module nor litellm adds an environment key, and ``guard`` re-checks the base before every
+request (:func:`tasks_lib.netpolicy.check_api_base`).
+
 Replies are cached through :mod:`tasks_lib.llm_cache` (on by default): a hit sends no request and
 returns the original reply (usage and cost as first recorded) with ``cached=True``. Calls are
 counted per :func:`~tasks_lib.llm_scope.call_scope`, and concurrent calls of one caller
@@ -19,7 +26,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
 from pydantic import Field
@@ -28,6 +35,7 @@ from tasks_lib.domain import Frozen
 from tasks_lib.llm_cache import CallCache, call_key
 from tasks_lib.llm_limits import connection_limit, estimate_tokens, rate_limit, with_backoff
 from tasks_lib.llm_scope import CallScope, active_scope
+from tasks_lib.redaction import redact_model
 from tasks_lib.settings import get_settings
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
@@ -107,15 +115,21 @@ class LiteLLMCompletion:
         cache: a :class:`~tasks_lib.llm_cache.CallCache`, False for none, None for the setting's.
         rpm: requests-per-minute cap of the endpoint (default: the setting; None = no cap).
         tpm: tokens-per-minute cap of the endpoint (default: the setting; None = no cap).
+        api_key: the one credential every request carries (never an environment key; never
+            logged, cached or part of a cache key). None: the operator's (module docstring).
+        guard: called with ``api_base`` before every request; raises to refuse it. A guarded
+            door keys its cache by ``api_base`` too, so another base's replies never serve it.
         extra: further keyword arguments for ``litellm.completion`` (never logged); the ones that
             shape the reply (seed, tools, response_format, …) are part of the cache key.
     """
 
     def __init__(self, api_base: str | None = None, retries: int = 4, base_delay: float = 1.0,
                  max_connections: int | None = None, cache: CallCache | bool | None = None,
-                 rpm: int | None = None, tpm: int | None = None, **extra: Any) -> None:
+                 rpm: int | None = None, tpm: int | None = None, *, api_key: str | None = None,
+                 guard: Callable[[str], object] | None = None, **extra: Any) -> None:
         settings = get_settings()
         self.api_base = api_base or settings.llm_api_base
+        self._api_key, self._guard = api_key, guard
         self.retries, self.base_delay, self.extra = retries, base_delay, extra
         self.max_connections = max_connections or settings.max_connections
         self.slots = connection_limit(self.api_base, self.max_connections)
@@ -159,15 +173,16 @@ class LiteLLMCompletion:
         sent = [dict(m) for m in messages]
         params = {**self.extra, **params}
         scope = active_scope() or self._unscoped
-        branch, seen = scope.occurrence(call_key(model, sent, params))
-        key = call_key(model, sent, params, seen, branch, scope.salt)
+        keyed = {**params, "endpoint_base": self.api_base} if self._guard else params
+        branch, seen = scope.occurrence(call_key(model, sent, keyed))
+        key = call_key(model, sent, keyed, seen, branch, scope.salt)
         reply = self.cache.get(key, Completion) if self.cache else None
         if reply is not None:
             reply = reply.model_copy(update={"cached": True})
         else:
             reply = self._ask(model, sent, params)
             if self.cache:
-                self.cache.put(key, reply)
+                self.cache.put(key, redact_model(reply))
         scope.record(reply)
         return reply
 
@@ -178,6 +193,8 @@ class LiteLLMCompletion:
         if self.api_base:
             kwargs["api_base"] = self.api_base
             kwargs.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or "not-needed")
+        if self._api_key is not None:
+            kwargs["api_key"] = self._api_key
         if "tools" in kwargs:
             # litellm routes any call with tools through its MCP bridge (the optional `mcp`
             # package); our tools are plain functions.
@@ -185,6 +202,8 @@ class LiteLLMCompletion:
         estimate = estimate_tokens(sent, params.get("max_tokens"))
 
         def request() -> Any:
+            if self._guard and self.api_base:
+                self._guard(self.api_base)
             if self.rates:
                 self.rates.acquire(estimate)
             with self.slots:
