@@ -5,7 +5,9 @@ Admission is one transaction: the submitter's row is locked (``SELECT … FOR UP
 PostgreSQL; SQLite's ``BEGIN IMMEDIATE`` serialises every writer), the rolling limits are
 checked against the accepted events, and then either the refusal is logged or the usage events
 and the submission row (next version of its lock) are inserted. Two concurrent uploads of one
-submitter therefore never both pass a limit and never get the same version.
+submitter therefore never both pass a limit and never get the same version. An upload that
+carries the digest of its bytes (``body_sha256``) and finds a row of the same lock with the same
+digest inside that transaction is that row: nothing is charged and no version is added.
 """
 
 from __future__ import annotations
@@ -117,10 +119,12 @@ def rate_events(submitter: str, url: str | None = None) -> list[RateEventRow]:
 
 class Admission(NamedTuple):
     """The outcome of :func:`admit`: the refusal, or the inserted submission (None when the
-    request inserts none, e.g. a download)."""
+    request inserts none, e.g. a download); ``created`` is False when the submission is an
+    earlier one with the same lock and bytes."""
 
     refusal: Refusal | None
     submission: SubmissionRow | None
+    created: bool = True
 
 
 class Charge(NamedTuple):
@@ -152,6 +156,21 @@ def _refusal(s: Session, submitter: str, charges: Sequence[Charge],
     return None
 
 
+def _same_upload(s: Session, row: SubmissionRow) -> SubmissionRow | None:
+    if row.body_sha256 is None:
+        return None
+    query = select(SubmissionRow).where(SubmissionRow.body_sha256 == row.body_sha256)
+    for name in LOCK_FIELDS:
+        query = query.where(getattr(SubmissionRow, name) == getattr(row, name))
+    return s.exec(query.order_by(SubmissionRow.version)).first()  # type: ignore[arg-type]
+
+
+def find_upload(row: SubmissionRow, url: str | None = None) -> SubmissionRow | None:
+    """The submission with ``row``'s lock and ``body_sha256`` (None: none, or no digest)."""
+    with session(url) as s:
+        return _same_upload(s, row)
+
+
 def _next_version(s: Session, row: SubmissionRow) -> int:
     query = select(func.max(SubmissionRow.version))
     for name in LOCK_FIELDS:
@@ -173,10 +192,14 @@ def admit(submitter: str, charges: Sequence[Charge], now: float,
         run_id_of: Names the submission's run from its version (default: keep ``run_id``).
 
     Returns:
-        The refusal (logged as refused events, which use nothing), or the inserted submission.
+        The refusal (logged as refused events, which use nothing), the inserted submission, or
+        the earlier submission of the same lock and bytes (``created`` False, nothing charged).
     """
     with session(url) as s:
         _lock_submitter(s, submitter)
+        same = _same_upload(s, submission) if submission is not None else None
+        if same is not None:
+            return Admission(None, same, created=False)
         refusal = _refusal(s, submitter, charges, now)
         used = [RateEventRow(submitter=submitter, kind=c.limit.kind.value, n=c.n, at=now,
                              refused=refusal is not None) for c in charges]

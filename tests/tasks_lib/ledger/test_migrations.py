@@ -15,7 +15,7 @@ from tasks_lib.ledger.tables import PoolRow
 
 def test_new_ledger_is_at_head_and_matches_tables(ledger_url: str) -> None:
     engine = store.get_engine(ledger_url)
-    assert migrate.current_revision(engine) == migrate.head_revision() == "0004"
+    assert migrate.current_revision(engine) == migrate.head_revision() == "0006"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == [], diff
@@ -34,7 +34,7 @@ def test_pre_migration_ledger_is_upgraded_in_place(ledger_url: str) -> None:
 
     engine = store.get_engine(ledger_url)
 
-    assert migrate.current_revision(engine) == "0004"
+    assert migrate.current_revision(engine) == "0006"
     columns = {c["name"] for c in inspect(engine).get_columns("pools")}
     assert {"kind", "parents_json"} <= columns
     assert store.find_pool_by_hash("old", "abc", ledger_url) is not None
