@@ -14,6 +14,7 @@ agent's login is the run's role (created before, dropped after the run, whatever
 
 from __future__ import annotations
 
+import logging
 import time
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from tasks_lib.errors import InputDataError
 from tasks_lib.harness.cell import CellPlan, Execution, runs_root, sandbox_class
 from tasks_lib.harness.loop import LoopEnd, LoopLimits, LoopOutcome
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
-from tasks_lib.harness.trace import TraceRecorder
+from tasks_lib.harness.trace import EventKind, TraceRecorder
 from tasks_lib.records import RunRecord
 from tasks_lib.rwe import agents as scripted
 from tasks_lib.rwe.cluster import Server, check_study_database, default_cluster, study_server
@@ -32,9 +33,20 @@ from tasks_lib.rwe.loop import RWE_TOOLS, RweLoop
 from tasks_lib.rwe.pools import LoadedStudy
 from tasks_lib.rwe.roles import RoleLimits, RunRole, run_role
 from tasks_lib.rwe.session import AnswerSession
+from tasks_lib.rwe.sweep import sweep
 from tasks_lib.rwe.types import MCQKey
-from tasks_lib.sandbox.base import Mount, NetworkPolicy, SandboxBackend, SandboxSpec, agent_spec
+from tasks_lib.rwe.watchdog import Watchdog
+from tasks_lib.sandbox.base import (
+    Mount,
+    NetworkPolicy,
+    SandboxBackend,
+    SandboxSpec,
+    Violation,
+    agent_spec,
+)
 from tasks_lib.settings import PROJECT_ROOT
+
+log = logging.getLogger(__name__)
 
 SOCKET = "/run/rwedb"
 """Where the study server's socket folder appears inside the sandbox."""
@@ -123,46 +135,73 @@ def _spec(plan: CellPlan, server: Server) -> SandboxSpec:
     return spec.model_copy(update={"mounts": mounts})
 
 
-def _status(outcome: LoopOutcome) -> RunStatus:
-    if outcome.violations or outcome.end is LoopEnd.TERMINATED:
+def _status(outcome: LoopOutcome, violations: list[Violation]) -> RunStatus:
+    if violations or outcome.end is LoopEnd.TERMINATED:
         return RunStatus.INVALID
     return RunStatus.TIMEOUT if outcome.end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
 
 
+def _watchdog(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server,
+              limits: RoleLimits) -> Watchdog:
+    """The run's database watchdog (log reader included; medflows' cluster: memory too)."""
+    local = default_cluster() if server.socket_dir is not None else None
+    schemas = [*loaded.manifest.schemas.model_dump().values(), role.scratch]
+    watch = LogWatch(local.log if local else None, role.name, schemas)
+    return Watchdog(server, role.name, limits, watch, local.data if local else None,
+                    plan.limits.wall_time_s + 60)
+
+
+def _run_agent(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server,
+               policy: Policy, recorder: TraceRecorder, limits: RoleLimits
+               ) -> tuple[LoopOutcome, list[Violation]]:
+    """The loop under the watchdog; its outcome and every violation (the watchdog's last
+    ones, seen after the loop ended, included)."""
+    write_workspace(plan, loaded, role, server)
+    session = AnswerSession(loaded.study, loaded.key, plan.workspace, plan.submission)
+    sandbox = sandbox_class(plan.backend)(_spec(plan, server))
+    cohort = loaded.study.protocol.cohort
+    with _watchdog(plan, loaded, role, server, limits) as dog:
+        loop = RweLoop(policy, sandbox, recorder, plan.limits, session, dog)
+        try:
+            outcome = loop.run(SYSTEM.format(cohort=cohort.file,
+                                             columns=", ".join(cohort.columns),
+                                             steps=plan.limits.max_turns),
+                               "Opening questions:\n" + session.opening_text())
+        finally:
+            sandbox.close()
+    late = dog.check()
+    for v in late:
+        recorder.event(EventKind.VIOLATION, outcome.turns, violation=v.kind.value,
+                       source=v.source.value, evidence=v.evidence)
+    session.finish(outcome.turns, outcome.end.value)
+    return outcome, [*outcome.violations, *late]
+
+
 def execute_rwe_cell(plan: CellPlan, loaded: LoadedStudy, limits: RoleLimits | None = None
                      ) -> Execution:
-    """Run the agent with its own database role (dropped afterwards even on failure)."""
+    """Run the agent with its own database role (dropped afterwards even on failure), after
+    sweeping what killed runs left on the study server."""
+    for removed in sweep():
+        log.info("%s", removed)
+    limits = limits or RoleLimits()
     server = study_server().model_copy(update={"database": loaded.manifest.database})
     check_study_database(server, list(loaded.manifest.schemas.model_dump().values()),
                          loaded.manifest.ehr_hash)
-    log = default_cluster().log if server.socket_dir is not None else None
     plan.workspace.mkdir(parents=True, exist_ok=True)
     recorder = TraceRecorder(plan.trace_dir)
     policy = _policy(plan, loaded)
     started = time.monotonic()
     try:
         with run_role(server, plan.run_id, limits) as role:
-            write_workspace(plan, loaded, role, server)
-            session = AnswerSession(loaded.study, loaded.key, plan.workspace, plan.submission)
-            sandbox = sandbox_class(plan.backend)(_spec(plan, server))
-            loop = RweLoop(policy, sandbox, recorder, plan.limits, session,
-                           LogWatch(log, role.name))
-            cohort = loaded.study.protocol.cohort
-            try:
-                outcome = loop.run(SYSTEM.format(cohort=cohort.file,
-                                                 columns=", ".join(cohort.columns),
-                                                 steps=plan.limits.max_turns),
-                                   "Opening questions:\n" + session.opening_text())
-            finally:
-                sandbox.close()
-            session.finish(outcome.turns, outcome.end.value)
+            outcome, violations = _run_agent(plan, loaded, role, server, policy, recorder,
+                                             limits)
     finally:
         recorder.write_conversation(plan)
         recorder.write_workspace(plan.workspace)
-    return Execution(status=_status(outcome), end=outcome.end, model=policy.model,
+    return Execution(status=_status(outcome, violations), end=outcome.end, model=policy.model,
                      turns=outcome.turns, wall_time_s=time.monotonic() - started,
                      input_tokens=outcome.prompt_tokens, output_tokens=outcome.completion_tokens,
-                     violations=outcome.violations)
+                     violations=violations)
 
 
 def rwe_run_record(plan: CellPlan, loaded: LoadedStudy, execution: Execution) -> RunRecord:

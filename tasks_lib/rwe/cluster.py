@@ -20,6 +20,7 @@ from __future__ import annotations
 import glob
 import os
 import pwd
+import resource
 import secrets
 import shutil
 import signal
@@ -39,6 +40,17 @@ ADMIN = "rwe_admin"
 
 DATABASE = "rwe_synth"
 """Database holding the study schemas."""
+
+
+BACKEND_ADDRESS_SPACE = 4 * 2**30
+"""Address-space limit (``RLIMIT_AS``) of the server and so of every backend it forks: the
+kernel's hard stop on one backend's memory (a run role may ``SET work_mem``; an allocation past
+this fails with "out of memory" in that backend alone). The run's watchdog stops a backend of a
+run role long before, at its private-memory limit."""
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (BACKEND_ADDRESS_SPACE, BACKEND_ADDRESS_SPACE))
 
 
 LOG_PREFIX = "%m [%p] user=%u db=%d "
@@ -102,10 +114,11 @@ class Cluster:
         self.pwfile, self.log = self.state_dir / "admin.pw", self.state_dir / "server.log"
         self.os_user = "postgres" if os.geteuid() == 0 else pwd.getpwuid(os.geteuid()).pw_name
 
-    def _run(self, argv: list[str], timeout: float = 120) -> None:
+    def _run(self, argv: list[str], timeout: float = 120, limit_memory: bool = False) -> None:
         user = self.os_user if os.geteuid() == 0 else None
         done = subprocess.run(argv, user=user, capture_output=True, text=True, timeout=timeout,
-                              cwd=self.state_dir, check=False)
+                              cwd=self.state_dir, check=False,
+                              preexec_fn=_limit_memory if limit_memory else None)
         if done.returncode != 0:
             raise ClusterError(f"{Path(argv[0]).name} failed ({done.returncode}): "
                                f"{(done.stderr or done.stdout).strip()[-800:]}")
@@ -165,7 +178,7 @@ class Cluster:
                        "-c unix_socket_permissions=0777 -c max_connections=60 "
                        f"-c log_line_prefix='{LOG_PREFIX}'")
             self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
-                       "-t", "60", "-o", options, "start"])
+                       "-t", "60", "-o", options, "start"], limit_memory=True)
         server = self.server()
         ensure_database(server)
         return server

@@ -8,15 +8,14 @@ more than 5 invalid outputs in one turn, or a second violating execution (sandbo
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Protocol
 
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import AgentTurn, Role, ToolCall, ToolName
 from tasks_lib.harness.policies import Policy
 from tasks_lib.harness.trace import EventKind, TraceRecorder
-from tasks_lib.rwe.dblog import LogWatch
 from tasks_lib.rwe.session import AnswerSession
-from tasks_lib.sandbox.base import Sandbox
+from tasks_lib.sandbox.base import Sandbox, Violation
 from tasks_lib.sandbox.isolation import WARNING, Verdict
 
 SUBMIT_ANSWERS = "submit_answers"
@@ -46,11 +45,23 @@ RWE_TOOLS: list[dict[str, Any]] = [
 """OpenAI-style tool schemas of RWE runs."""
 
 
+class DatabaseWatch(Protocol):
+    """What the loop asks of the study database's watch after every code execution."""
+
+    def check(self) -> list[Violation]:
+        """Violations since the previous call."""
+        ...
+
+    def drain_actions(self) -> list[str]:
+        """What the watch did since the previous call (recorded in the trace)."""
+        ...
+
+
 class RweLoop(AgentLoop):
     """One RWE run (create one per run)."""
 
     def __init__(self, policy: Policy, sandbox: Sandbox, recorder: TraceRecorder,
-                 limits: LoopLimits, session: AnswerSession, dblog: LogWatch) -> None:
+                 limits: LoopLimits, session: AnswerSession, dblog: DatabaseWatch) -> None:
         super().__init__(policy, sandbox, recorder, limits)
         self.session, self.dblog = session, dblog
 
@@ -90,6 +101,8 @@ class RweLoop(AgentLoop):
     def _database(self, call: ToolCall, turn: int) -> LoopEnd | None:
         """Violations the database refused during the last execution."""
         found = self.dblog.check()
+        for action in self.dblog.drain_actions():
+            self.recorder.event(EventKind.HOST, turn, database=action)
         if not found:
             return None
         for v in found:
