@@ -15,8 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from faults.procs import alive, cmdline
+
 from tasks_lib.sandbox.lease import Lease, LeaseRecord, lease_dirs, read_lease, start_time
 from tasks_lib.settings import reset_settings
 from tasks_lib.sweep import sweep_orphans

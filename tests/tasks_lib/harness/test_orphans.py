@@ -1,0 +1,180 @@
+"""A research cell's processes and disk end with it (issue 21, point 3): ``kill -9`` of
+``medflows run cell`` while the agent sleeps in its bubblewrap sandbox leaves no strace, bwrap
+or agent process, and the next ``run cell`` sweeps the workspace; a run that breaks its disk
+quota leaves no scratch bytes on the host."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from faults.procs import alive, children, cmdline
+from support.openai_server import FakeOpenAIServer
+
+from tasks_lib.domain import RunStatus, Tier, Track
+from tasks_lib.harness import cell
+from tasks_lib.sandbox.base import ResourceLimits, SandboxBackend, SandboxSpec
+from tasks_lib.sandbox.hostio import disk_usage
+from tasks_lib.sandbox.lease import lease_dirs, read_lease
+from tasks_lib.settings import reset_settings
+
+pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=(
+    "bubblewrap not installed (scripts/system-deps.sh installs it: apt-get install -y "
+    "bubblewrap strace)"))
+
+MEDFLOWS = str(Path(sys.executable).parent / "medflows")
+TASK = "brain-tissue-seg"
+
+
+@pytest.fixture(scope="module")
+def pool() -> Path:
+    """The segmentation pool (built once per session), usable for execute: with an audit
+    record when the pool lock asks for one."""
+    from tasks_lib.imaging import steps
+    from tasks_lib.imaging.pool import load_task, versioned_url
+    from tasks_lib.ledger import store
+
+    if not store.pools(pool_id=TASK, kind="pool"):
+        card = load_task(TASK)
+        rendered = steps.render.fn(card)
+        steps.record.fn(steps.publish.fn(card, None, rendered,
+                                         steps.deidentify_step.fn(card, rendered)))
+    newest = max(r.version for r in store.pools(pool_id=TASK, kind="pool"))
+    url = versioned_url(TASK, newest)
+    try:
+        from support.audited import record_override
+    except ImportError:
+        return Path(url)
+    if not (Path(url) / "audit.json").exists():
+        record_override(url)
+    return Path(url)
+
+
+def _call(code: str) -> dict[str, Any]:
+    return {"tool_calls": [{"id": f"c{uuid.uuid4().hex[:6]}", "type": "function", "function": {
+        "name": "execute_code", "arguments": json.dumps({"language": "bash", "code": code})}}]}
+
+
+def _run_processes(marker: str) -> list[int]:
+    """Processes of the run: those whose command line holds ``marker`` (strace, bwrap, the
+    agent's shell) and their descendants (the agent's ``sleep``)."""
+    found = [int(p.name) for p in Path("/proc").iterdir()
+             if p.name.isdigit() and marker in cmdline(int(p.name)) and alive(int(p.name))]
+    todo = list(found)
+    while todo:
+        for child in children(todo.pop()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return found
+
+
+def _cell_lease(owner: int) -> Path | None:
+    for folder in lease_dirs():
+        for path in folder.glob("run-*.json") if folder.is_dir() else []:
+            record = read_lease(path)
+            if record is not None and record.owner_pid == owner:
+                return path
+    return None
+
+
+def _next_run_cell_sweeps(argv: list[str], env: dict[str, str]) -> str:
+    """Start the next ``run cell`` and read its stderr until the sweep has spoken (the sweep
+    runs before the cell: the command is stopped there, before it starts anything)."""
+    nxt = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                           text=True)
+    lines: list[str] = []
+    try:
+        assert nxt.stderr is not None
+        for line in nxt.stderr:
+            lines.append(line)
+            if "removed scratch" in line:
+                break
+    finally:
+        nxt.kill()
+        nxt.wait(timeout=30)
+    return "".join(lines)
+
+
+@pytest.mark.slow
+def test_kill_9_of_run_cell_leaves_no_process_and_the_next_run_cell_sweeps(
+        pool: Path, tmp_path: Path) -> None:
+    marker = f"orphan-{uuid.uuid4().hex[:10]}"
+    with FakeOpenAIServer(lambda body: _call(f"sleep 300; echo {marker}")) as server:
+        env = {**os.environ, "MEDFLOWS_LLM_API_BASE": server.base_url,
+               "PREFECT_HOME": str(tmp_path / "prefect-home")}
+        env.pop("PREFECT_API_URL", None)
+        argv = [MEDFLOWS, "run", "cell", "--agent", "gpt-4o-mini@tools", "--task", TASK,
+                "--judge-model", "rules"]
+        with (tmp_path / "cli.log").open("wb") as log:
+            cli = subprocess.Popen(argv, env=env, stdout=log, stderr=subprocess.STDOUT)
+        try:
+            deadline = time.monotonic() + 180
+            while not any(cmdline(p).split(" ")[0] == "sleep" for p in _run_processes(marker)):
+                assert cli.poll() is None, (tmp_path / "cli.log").read_text()[-3000:]
+                assert time.monotonic() < deadline, "the agent never started sleeping"
+                time.sleep(0.2)
+            lease = _cell_lease(cli.pid)
+            assert lease is not None
+            record = read_lease(lease)
+            assert record is not None and record.groups
+            workspace = record.scratch[0].path
+            assert workspace.name == "workspace" and workspace.is_dir()
+            os.kill(cli.pid, signal.SIGKILL)
+            cli.wait(timeout=30)
+        finally:
+            if cli.poll() is None:
+                cli.kill()
+                cli.wait()
+    try:
+        deadline = time.monotonic() + 10
+        while _run_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        left = {p: cmdline(p)[:80] for p in _run_processes(marker)}
+        assert not left, f"processes outlived the killed CLI: {left}"
+        assert workspace.is_dir() and lease.exists(), "nothing swept before the next command"
+        stderr = _next_run_cell_sweeps([*argv[:4], "no-such-agent", *argv[5:]], env)
+        assert f"removed scratch {workspace}" in stderr, stderr[-3000:]
+        assert not workspace.exists() and not lease.exists()
+        assert (workspace.parent / "trace" / "trace.jsonl").exists()  # the trace is kept
+    finally:
+        for pid in _run_processes(marker):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.mark.slow
+def test_a_run_over_its_disk_quota_leaves_no_scratch_bytes(
+        pool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    small = ResourceLimits(workspace_mb=8, quota_poll_s=0.1)
+    planned = cell.agent_sandbox
+
+    def tight(plan: cell.CellPlan) -> SandboxSpec:
+        return planned(plan).model_copy(update={"limits": small})
+
+    monkeypatch.setattr(cell, "agent_sandbox", tight)
+    fill = _call("head -c 64000000 /dev/zero > /workspace/fill.bin; sleep 20")
+    with FakeOpenAIServer(lambda body: fill) as server:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
+        reset_settings()
+        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
+                              SandboxBackend.LOCAL, 0, pool, "rules", time_budget_s=60)
+        execution = cell.execute_cell(plan)
+    reset_settings()
+    assert execution.status is RunStatus.INVALID and execution.wall_time_s < 20
+    assert any("disk quota exceeded" in v.evidence for v in execution.violations)
+    assert not plan.workspace.exists()
+    used, _ = disk_usage(plan.run_dir)
+    assert used < 2**20, f"{used} bytes left in {plan.run_dir}"
+    assert sorted(p.name for p in plan.run_dir.iterdir()) == ["submission", "trace"]
+    events = (plan.trace_dir / "trace.jsonl").read_text()
+    assert "removed (" in events and "bytes on disk)" in events
+    assert _cell_lease(os.getpid()) is None  # the lease is released
