@@ -178,3 +178,39 @@ def test_a_run_over_its_disk_quota_leaves_no_scratch_bytes(
     events = (plan.trace_dir / "trace.jsonl").read_text()
     assert "removed (" in events and "bytes on disk)" in events
     assert _cell_lease(os.getpid()) is None  # the lease is released
+
+
+DOCKER_OWNER = """
+import sys, tempfile, time
+from pathlib import Path
+from tasks_lib.sandbox.base import agent_spec
+from tasks_lib.sandbox.docker_backend import DockerSandbox
+root = Path(tempfile.mkdtemp())
+(root / "public").mkdir(); (root / "workspace").mkdir()
+sandbox = DockerSandbox(agent_spec(root / "public", root / "workspace", []), monitor=False)
+print(sandbox.name, flush=True)
+time.sleep(300)
+"""
+
+
+@pytest.mark.slow
+def test_the_container_of_a_killed_owner_is_removed_by_the_sweep(docker_env: str) -> None:
+    import docker
+
+    from tasks_lib.sweep import sweep_orphans
+
+    owner = subprocess.Popen([sys.executable, "-c", DOCKER_OWNER], stdout=subprocess.PIPE,
+                             text=True)
+    try:
+        assert owner.stdout is not None
+        name = owner.stdout.readline().strip()
+        engine = docker.DockerClient(base_url=docker_env)
+        container = engine.containers.get(name)
+        assert container.status == "running" and container.labels["medflows.lease"]
+    finally:
+        owner.kill()
+        owner.wait()
+    removed = sweep_orphans()
+    assert any(line.endswith(f"removed container {name}") for line in removed), removed
+    with pytest.raises(docker.errors.NotFound):
+        engine.containers.get(name)
