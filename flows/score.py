@@ -62,10 +62,12 @@ def score_qa(pool: str, run_ids: list[str] | None = None) -> list[ScoreCard]:
 
 @task(name="register-upload", task_run_name="upload-{task_id}", **IO_RETRIES)
 def register_upload_step(task_id: str, submission: str, pool: str | None) -> str:
-    """Store a submission folder as an upload run of the task's pool version; its run id."""
+    """Store a submission folder as an upload run of the task's pool version; its run id. Only
+    a usable version is accepted (audited, unchanged since it was locked)."""
     from pathlib import Path
 
     from tasks_lib.imaging.pool import latest_pool_url, load_task, read_manifest
+    from tasks_lib.pool_lock import require_usable
     from tasks_lib.uploads import register_upload
 
     card = load_task(task_id)
@@ -75,6 +77,8 @@ def register_upload_step(task_id: str, submission: str, pool: str | None) -> str
         raise InputDataError(pool_url, f"this is a pool of task {m.task_id!r} "
                                        f"({m.track.value}), not of {task_id!r}; pass that "
                                        f"task's pool (or none for its newest version)")
+    if pool:
+        require_usable(pool_url)  # latest_pool_url checks the newest version itself
     return register_upload(task_id, Path(submission), pool_url, m.task_id, m.version,
                            m.content_hash, card.track.value,
                            wanted=[c.output for c in m.cases]).run_id

@@ -17,7 +17,9 @@ version folder):
    address and DNS resolution all fail.
 
 :func:`require_clean` is the publish gate: a pool is published only with a clean report or an
-explicit override reason, and the decision is recorded in the pool's ``audit.json``.
+explicit override reason, and the decision is recorded in the pool's ``audit.json``; the files it
+audited are locked in ``lock.json`` (:mod:`tasks_lib.pool_lock`), and a pool without a usable
+audit record is never executed or scored (:func:`tasks_lib.pool_lock.require_usable`).
 
 The checks live in :mod:`tasks_lib.audits` (one module each), with the report types
 (:mod:`tasks_lib.audits.report`), the audited pool and the audit's data
@@ -41,11 +43,11 @@ from tasks_lib.audits.null_agents import check_null_agents
 from tasks_lib.audits.pool import pool_info
 from tasks_lib.audits.report import AuditReport, Finding, GateRecord, Severity
 from tasks_lib.audits.tampering import check_grader_tampering
+from tasks_lib.pool_lock import AUDIT_JSON, write_lock
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
-AUDIT_JSON = "audit.json"
-"""Where the publish gate records the report and any override, in the pool root."""
+__all__ = ["AUDIT_JSON", "audit_gate", "audit_pool", "require_clean"]
 
 
 def _guard(check: str, run: Callable[[], Finding]) -> Finding:
@@ -95,7 +97,8 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
 
 def require_clean(report: AuditReport, override: str | None) -> GateRecord:
     """The publish gate: pass a clean report, or an unclean one with an override reason; the
-    report and the override are recorded in ``audit.json`` at the pool root (Storage layer).
+    pool's files are locked (``lock.json``), then the report and the override are recorded in
+    ``audit.json`` at the pool root (Storage layer), so a gate killed half-way leaves no record.
 
     Raises:
         InputDataError: the report is not clean and no override reason was given (names every
@@ -110,6 +113,7 @@ def require_clean(report: AuditReport, override: str | None) -> GateRecord:
                              "pool or publish with an override reason")
     record = GateRecord(report=report.to_json(), override=reason,
                         decided_at=datetime.now(UTC))
+    write_lock(report.pool_url)
     Storage(report.pool_url).write_json(AUDIT_JSON, record)
     return record
 

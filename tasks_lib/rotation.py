@@ -2,7 +2,8 @@
 
 A subset is pool-shaped (``manifest.json``, ``public/items.jsonl``, ``public/exemplars.jsonl``,
 ``private/references.jsonl``) so the execute, score and report flows run on it unchanged, plus
-``subset.json`` (:class:`SubsetManifest`: seed, parents, strata). Versions live at
+``subset.json`` (:class:`SubsetManifest`: seed, parents, strata) and ``lock.json`` (its files as
+published, :mod:`tasks_lib.pool_lock`). Versions live at
 ``subsets/<subset_id>/v<N>/`` and stay readable; ``subsets/<subset_id>/ACTIVE`` names the active
 one. The ledger records each version as a ``PoolRow`` of kind ``subset`` with its parents.
 
@@ -30,6 +31,7 @@ from tasks_lib.domain import Frozen, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.pool_lock import require_usable, write_lock
 from tasks_lib.qa.pool import FILES, load_pool
 from tasks_lib.qa.types import DatasetEntry, Exemplar, PoolManifest, PublicQAItem, QAReference
 from tasks_lib.storage import Storage
@@ -259,6 +261,7 @@ def publish_subset(subset_id: str, drawn: Drawn, parents: list[ParentPool], size
     root.write_jsonl(FILES["references"], drawn.references)
     root.write_json(SUBSET_FILE, subset)
     root.write_json("manifest.json", _pool_manifest(subset, drawn))
+    write_lock(root.root_url)
     store.record_pool(PoolRow(
         pool_id=subset_id, version=version, track=Track.QA.value, content_hash=subset.content_hash,
         manifest_url=root.url("manifest.json"), n_items=subset.n_items, kind="subset",
@@ -294,10 +297,12 @@ subset."""
 
 def resolve_pool(pool: str) -> str:
     """The root URL of ``pool``: a pool root as given, or ``active:<subset_id>`` resolved through
-    the subset's ACTIVE pointer."""
-    if pool.startswith(ACTIVE_PREFIX):
-        return active_subset(pool.removeprefix(ACTIVE_PREFIX)).url
-    return pool
+    the subset's ACTIVE pointer; only a usable version (audited, unchanged since it was locked:
+    :func:`tasks_lib.pool_lock.require_usable`) is returned."""
+    url = active_subset(pool.removeprefix(ACTIVE_PREFIX)).url \
+        if pool.startswith(ACTIVE_PREFIX) else pool
+    require_usable(url)
+    return url
 
 
 def subset_markdown(subset: SubsetManifest) -> str:

@@ -20,6 +20,7 @@ from fsspec.implementations.local import LocalFileSystem
 from evaluators.core import InputDataError, InvalidSubmissionError, RunStatus
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import RunRow, ScoreRow
+from tasks_lib.pool_lock import PoolUnusableError, verify_pool
 from tasks_lib.records import (
     SUBMISSION,
     RunRecord,
@@ -89,7 +90,22 @@ def evaluator_version(run: RunRecord) -> str:
 
 
 def compute_card(run: RunRecord) -> ScoreCard:
-    """Score the stored submission (and trace) of ``run``; nothing is written."""
+    """Score the stored submission (and trace) of ``run``; nothing is written.
+
+    The run's pool version is checked against its lock first (:func:`tasks_lib.pool_lock.
+    verify_pool`), so a changed reference is refused, never scored. An upload refused as a whole
+    when it was stored (status ``invalid``, the reasons in ``violations``:
+    :mod:`tasks_lib.uploads`) is invalid with those reasons.
+
+    Raises:
+        PoolUnusableError: the pool is not the content the run was made on, or a locked file
+            changed (named).
+        InvalidSubmissionError: the upload was refused when stored.
+    """
+    verify_pool(run.pool_url, run.pool_hash)
+    if run.status is RunStatus.INVALID and not run.has_trace:
+        raise InvalidSubmissionError("; ".join(run.violations) or run.error
+                                     or "the submission was refused when it was stored")
     submission = run_store(run.run_id).child(SUBMISSION)
     with local_folder(submission) as folder:
         if run.has_trace:
@@ -119,9 +135,16 @@ def score_row(card: ScoreCard, url: str) -> ScoreRow:
         card_url=url)
 
 
+SCORING_REFUSED = "scoring refused: "
+"""Prefix of the reason recorded on a run (``error``) whose pool scoring refused; cleared when
+the run is scored."""
+
+
 def score_one(run_id: str) -> ScoreCard:
     """Score a run unless its current evaluator version is already in the ledger (append-only:
-    the stored card is returned then); store the card and append the score row."""
+    the stored card is returned then); store the card and append the score row. A run whose
+    pool changed since it was locked is not scored: the reason is recorded on the run
+    (``error``, prefixed :data:`SCORING_REFUSED`) and the error raised."""
     run = load_run(run_id)
     if run.status is RunStatus.ERROR:
         raise InputDataError(run_id, f"the run ended in error and left nothing to score: "
@@ -133,6 +156,12 @@ def score_one(run_id: str) -> ScoreCard:
         card = compute_card(run)
     except InvalidSubmissionError as exc:  # a kit refused the whole submission
         card = invalid_card(run, version, str(exc))
+    except PoolUnusableError as exc:
+        if run.error is None or run.error.startswith(SCORING_REFUSED):
+            record_run(run.model_copy(update={"error": f"{SCORING_REFUSED}{exc}"}))
+        raise
+    if run.error and run.error.startswith(SCORING_REFUSED):
+        record_run(run.model_copy(update={"error": None}))
     card = card.finite().model_copy(update={"run_id": run_id,
                                             "agent_id": run.agent.agent_id})
     store.append_score(score_row(card, write_card(card)))

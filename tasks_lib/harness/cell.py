@@ -33,6 +33,7 @@ from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.scripted import scripted_policy
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
 from tasks_lib.imaging.pool import latest_pool_url, load_task
+from tasks_lib.pool_lock import PoolUnusableError
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
     NetworkPolicy,
@@ -137,6 +138,8 @@ def local_pool_dir(task_id: str) -> Path:
     missing pool fails with the command that builds it)."""
     try:
         return local_root(Storage(latest_pool_url(task_id)))
+    except PoolUnusableError:
+        raise
     except InputDataError:
         card = research_card(task_id)  # e.g. a challenge card: its track's build command
         if card is None:

@@ -16,6 +16,7 @@ from evaluators.core import InputDataError, Track, UnknownNameError
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.pool_lock import require_usable
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec, find_card
 
@@ -64,17 +65,21 @@ def versioned_url(task_id: str, version: int) -> str:
 
 
 def latest_pool_url(task_id: str) -> str:
-    """Root URL of the newest published version of ``task_id``'s pool.
+    """Root URL of the newest published version of ``task_id``'s pool, checked usable
+    (:func:`tasks_lib.pool_lock.require_usable`).
 
     Raises:
         InputDataError: no version was built (names the command that builds one).
+        PoolUnusableError: the version is not audited or changed since it was locked.
     """
     rows = store.pools(pool_id=task_id, kind="pool")
     if not rows:
         raise InputDataError(f"pool {task_id}", "not built yet; build it with: medflows pool "
                                                 f"build imaging --task {task_id}")
     newest = max(rows, key=lambda r: r.version)
-    return newest.manifest_url.removesuffix(f"/{MANIFEST}")
+    url = newest.manifest_url.removesuffix(f"/{MANIFEST}")
+    require_usable(url)
+    return url
 
 
 def brief(card: TaskSpec, cases: list[CaseEntry]) -> str:

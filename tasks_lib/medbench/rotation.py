@@ -6,7 +6,8 @@ Reuses the rotation machinery of :mod:`tasks_lib.rotation`: the water-filling qu
 ``ACTIVE`` pointer, so ``active:<subset_id>`` names the active version wherever a pool is asked
 for (execute, score, report), and the ledger's ``subset`` pool rows. A MedBench subset is
 pool-shaped (its ``manifest.json`` is a :class:`MedBenchManifest` naming its parent), so every
-MedBench step runs on it unchanged.
+MedBench step runs on it unchanged; its files are locked when written (``lock.json``,
+:mod:`tasks_lib.pool_lock`) and scoring refuses a changed one.
 
 Strata are ``task_id/specialty`` cells of *base* items: the option shuffles of one question
 (``<base>#s<k>``) are drawn together. In ``subset.json`` ``stratify_by`` reads ``dataset`` (=
@@ -37,6 +38,7 @@ from tasks_lib.medbench.items import (
     read_public_items,
     read_references,
 )
+from tasks_lib.pool_lock import write_lock
 from tasks_lib.rotation import (
     SUBSET_FILE,
     ParentPool,
@@ -128,5 +130,6 @@ def rotate(parent_ref: str, size: int, seed: int, subset_id: str) -> SubsetManif
         strata=strata, strata_available=available, n_items=manifest.n_items, url=url)
     if not (existing and root.exists(SUBSET_FILE)):
         root.write_json(SUBSET_FILE, subset)
+        write_lock(url)
     mbpool.record(url, manifest, kind="subset")
     return SubsetManifest.model_validate(root.read_json(SUBSET_FILE))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from support.audited import record_override
 from tasks_lib.imaging import steps
 from tasks_lib.imaging.kit import imaging_kit
 from tasks_lib.imaging.pool import load_task
@@ -22,6 +23,7 @@ def build_pool(task_id: str, root: Path) -> tuple[str, PoolManifest]:
     clean = steps.deidentify_step.fn(card, rendered)
     published = steps.publish.fn(card, str(root / task_id), rendered, clean)
     steps.sample_submission.fn(published.url, published.manifest)
+    record_override(published.url)
     steps.record.fn(published)
     return published.url, published.manifest
 

@@ -9,6 +9,7 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+from support.audited import record_override
 from tasks_lib.medbench.items import MANIFEST, PUBLIC_ITEMS, REFERENCES
 from tasks_lib.storage import Storage
 
@@ -112,6 +113,7 @@ def write_pool(root: Storage, pool_id: str = "mbhand", version: int = 1,
         "pool_id": pool_id, "version": version, "content_hash": h.hexdigest(),
         "created_at": datetime(2026, 11, 24, tzinfo=UTC).isoformat(), "seed": 7,
         "tasks": tasks, "n_items": len(ITEMS)})
+    record_override(root.root_url, "medbench")
     return root.root_url
 
 

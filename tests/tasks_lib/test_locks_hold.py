@@ -1,0 +1,217 @@
+"""Locks that hold (issue 21, point 5): scoring refuses a pool or subset whose locked content
+changed, naming the file; an unaudited pool folder is refused for execute and scoring; an
+upload's identity covers every entry it holds, and what cannot be stored makes it invalid."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import uuid
+from pathlib import Path
+
+import pytest
+from support.imaging_pools import build_pool
+from support.medbench_pool import activate_subset_of, answers_for, write_pool
+
+from evaluators.core import RunStatus, Track
+from tasks_lib import pool_lock, scoring
+from tasks_lib.agents import upload_agent
+from tasks_lib.imaging import steps
+from tasks_lib.imaging.baselines import BaselineKind, write_baseline
+from tasks_lib.imaging.pool import load_task, read_manifest
+from tasks_lib.medbench.items import REFERENCES, SUBMISSION_FILE, read_public_items
+from tasks_lib.medbench.items import read_manifest as mb_manifest
+from tasks_lib.pool_lock import LOCK_JSON, LockOrigin, PoolUnusableError
+from tasks_lib.records import SUBMISSION, RunRecord, read_run, run_store
+from tasks_lib.rotation import resolve_pool
+from tasks_lib.storage import Storage
+from tasks_lib.tracks.base import kit_for
+from tasks_lib.uploads import register_upload
+
+TASK = "brain-lesion-vqa"
+MiB = 1024 * 1024
+
+
+class HashCounter:
+    """Counts the files :mod:`tasks_lib.pool_lock` reads to hash them."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        self.keys: list[str] = []
+        real = pool_lock.file_sha256
+
+        def counted(root: Storage, key: str) -> str:
+            self.keys.append(key)
+            return real(root, key)
+
+        monkeypatch.setattr(pool_lock, "file_sha256", counted)
+
+
+@pytest.fixture(scope="module")
+def vqa_pool(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url, _ = build_pool(TASK, tmp_path_factory.mktemp("locks"))
+    return url
+
+
+def _medbench_run(subset_url: str, body: str) -> str:
+    """Store ``body`` as a MedBench answer upload on the subset (what an accepted upload
+    becomes) and record the run; its id."""
+    m = mb_manifest(subset_url)
+    run = RunRecord(run_id=f"lock-{uuid.uuid4().hex[:10]}", agent=upload_agent("lock-test"),
+                    task_id=m.pool_id, track=Track.MEDBENCH, status=RunStatus.COMPLETED,
+                    pool_url=subset_url, pool_id=m.pool_id, pool_version=m.version,
+                    pool_hash=m.content_hash)
+    run_store(run.run_id).child(SUBMISSION).write_text(SUBMISSION_FILE, body)
+    scoring.record_run(run)
+    return run.run_id
+
+
+def _swap_letters(path: Path) -> None:
+    """Move the gold letter of every single-choice reference one option on (a wrong key)."""
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    for r in rows:
+        if r.get("letter"):
+            r["letter"] = {"A": "B", "B": "C", "C": "D", "D": "A"}[r["letter"]]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+
+def test_editing_a_locked_medbench_subset_refuses_the_next_scoring(tmp_path: Path) -> None:
+    pool = write_pool(Storage(str(tmp_path / "mbpool" / "v1")))
+    subset = activate_subset_of(pool, f"lock-sub-{uuid.uuid4().hex[:6]}", size=5)
+    assert Storage(subset).exists(LOCK_JSON)
+    body = answers_for([it.model_dump() for it in read_public_items(subset)])
+    first = scoring.score_one(_medbench_run(subset, body))
+    assert first.task_score is not None and first.task_score > 0
+    refs = Path(subset) / REFERENCES
+    original = refs.read_bytes()
+    _swap_letters(refs)
+    again = _medbench_run(subset, body)
+    with pytest.raises(PoolUnusableError, match=r"private/references\.jsonl: changed since "):
+        scoring.score_one(again)
+    assert read_run(again).error is not None
+    assert "private/references.jsonl" in (read_run(again).error or "")
+    with pytest.raises(PoolUnusableError, match=r"references\.jsonl"):
+        resolve_pool(subset)  # execute and downloads refuse it too
+    refs.write_bytes(original)  # restored: the same upload scores as before, the note cleared
+    assert scoring.score_one(again).task_score == first.task_score
+    assert read_run(again).error is None
+
+
+def _upload(pool: str, folder: Path) -> RunRecord:
+    m = read_manifest(pool)
+    return register_upload(TASK, folder, pool, m.task_id, m.version, m.content_hash,
+                           m.track.value, wanted=[c.output for c in m.cases])
+
+
+def test_editing_an_imaging_reference_refuses_and_unchanged_pools_cost_a_stat(
+        vqa_pool: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sub = tmp_path / "sub"
+    write_baseline(BaselineKind.PERFECT, vqa_pool, sub)
+    hashed = HashCounter(monkeypatch)
+    card = scoring.score_one(_upload(vqa_pool, sub).run_id)
+    assert card.task_score is not None and card.invalid_reason is None
+    assert hashed.keys == []  # locked at publish with the digests cached: stats only
+    lock = pool_lock.read_lock(Storage(vqa_pool))
+    assert lock is not None and lock.origin is LockOrigin.PUBLISH
+    private = sorted(k for k in lock.files if k.startswith("private/"))
+    target = Path(vqa_pool) / private[0]
+    os.utime(target)  # touched, same bytes: hashed once more, then cached again
+    pool_lock.verify_pool(vqa_pool)
+    pool_lock.verify_pool(vqa_pool)
+    assert hashed.keys == [private[0]]
+    original = target.read_bytes()
+    target.write_bytes(original.replace(b"yes", b"no!", 1) if b"yes" in original
+                       else original + b"\n")
+    (sub / "note.txt").write_text("another upload, same answers")
+    try:
+        with pytest.raises(PoolUnusableError, match=f"{private[0]}: changed since"):
+            scoring.score_one(_upload(vqa_pool, sub).run_id)
+    finally:
+        target.write_bytes(original)
+
+
+def test_a_pool_whose_audit_did_not_finish_is_refused(tmp_path: Path) -> None:
+    from flows.score import register_upload_step
+
+    card = load_task(TASK)
+    rendered = steps.render.fn(card)
+    published = steps.publish.fn(card, str(tmp_path / "pool"), rendered,
+                                 steps.deidentify_step.fn(card, rendered))
+    steps.sample_submission.fn(published.url, published.manifest)  # killed before the gate
+    sub = tmp_path / "sub"
+    write_baseline(BaselineKind.PERFECT, published.url, sub)
+    expected = r"audit\.json: no audit record .* medflows audit pool .*\(medflows pool build"
+    with pytest.raises(PoolUnusableError, match=expected):
+        register_upload_step.fn(TASK, str(sub), published.url)  # score submission --pool
+    with pytest.raises(PoolUnusableError, match=expected):
+        resolve_pool(published.url)  # what execute resolves --pool with
+    assert not (Path(published.url) / LOCK_JSON).exists()  # a refused pool is not locked
+
+
+def test_audit_records_of_other_content_or_unclean_without_reason_are_refused(
+        tmp_path: Path) -> None:
+    pool = write_pool(Storage(str(tmp_path / "v1")))  # passed the gate with an override
+    pool_lock.require_usable(pool)
+    audit = Path(pool) / pool_lock.AUDIT_JSON
+    record = json.loads(audit.read_text())
+    audit.write_text(json.dumps({**record, "override": None}))
+    with pytest.raises(PoolUnusableError, match="not clean and gives no override reason"):
+        resolve_pool(pool)
+    record["report"]["pool_hash"] = "0" * 64
+    audit.write_text(json.dumps(record))
+    with pytest.raises(PoolUnusableError, match=r"audit record .* is of other content"):
+        resolve_pool(pool)
+
+
+def test_a_pool_published_before_locks_is_locked_at_first_use(tmp_path: Path) -> None:
+    pool = tmp_path / "old"
+    shutil.copytree(Path(write_pool(Storage(str(tmp_path / "v1")))), pool)
+    (pool / LOCK_JSON).unlink()
+    lock = pool_lock.verify_pool(str(pool))
+    assert lock.origin is LockOrigin.FIRST_USE and REFERENCES in lock.files
+    assert pool_lock.AUDIT_JSON not in lock.files and LOCK_JSON not in lock.files
+    (pool / REFERENCES).write_text("")
+    with pytest.raises(PoolUnusableError, match=r"references\.jsonl: changed since .* bytes"):
+        pool_lock.verify_pool(str(pool))
+
+
+def test_an_upload_with_an_oversized_file_is_invalid_and_another_run(
+        vqa_pool: str, tmp_path: Path) -> None:
+    m = read_manifest(vqa_pool)
+    clean = tmp_path / "clean"
+    write_baseline(BaselineKind.PERFECT, vqa_pool, clean)
+    base = _upload(vqa_pool, clean)
+    assert base.status is RunStatus.COMPLETED and base.violations == []
+    extra = tmp_path / "extra"
+    shutil.copytree(clean, extra)
+    with (extra / "weights.bin").open("wb") as f:
+        f.truncate(5 * 2**30)  # sparse: no disk used
+    run = _upload(vqa_pool, extra)
+    limit = kit_for(Track.VQA).limits.max_file_bytes
+    assert limit < 300 * MiB
+    rule = f"weights.bin: {5 * 2**30} bytes, larger than {limit} bytes (rule: file_size)"
+    assert run.run_id != base.run_id and run.status is RunStatus.INVALID
+    assert run.violations == [rule]
+    card = scoring.score_one(run.run_id)
+    assert card.invalid_reason == rule and card.task_score is None
+    assert _upload(vqa_pool, extra).run_id == run.run_id  # the same folder: the same run
+    big = tmp_path / "big-case"
+    shutil.copytree(clean, big)
+    with (big / m.cases[0].output).open("r+b") as f:
+        f.truncate(300 * MiB)
+    case_run = _upload(vqa_pool, big)
+    card = scoring.score_one(case_run.run_id)
+    assert card.invalid_reason == (f"{m.cases[0].output}: {300 * MiB} bytes, larger than "
+                                   f"{limit} bytes (rule: file_size)")
+    assert "missing" not in card.invalid_reason
+
+
+def test_entries_that_cannot_be_stored_are_named(vqa_pool: str, tmp_path: Path) -> None:
+    folder = tmp_path / "odd"
+    write_baseline(BaselineKind.PERFECT, vqa_pool, folder)
+    (folder / "nested").mkdir()
+    os.mkfifo(folder / "pipe")
+    run = _upload(vqa_pool, folder)
+    assert run.status is RunStatus.INVALID
+    assert sorted(run.violations) == ["nested: not a regular file (rule: files_safe)",
+                                      "pipe: not a regular file (rule: files_safe)"]
