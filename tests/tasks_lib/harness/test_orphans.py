@@ -27,7 +27,7 @@ from tasks_lib.sandbox.hostio import disk_usage
 from tasks_lib.sandbox.lease import lease_dirs, read_lease
 from tasks_lib.settings import reset_settings
 
-pytestmark = pytest.mark.skipif(shutil.which("bwrap") is None, reason=(
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason=(
     "bubblewrap not installed (scripts/system-deps.sh installs it: apt-get install -y "
     "bubblewrap strace)"))
 
@@ -105,6 +105,7 @@ def _next_run_cell_sweeps(argv: list[str], env: dict[str, str]) -> str:
     return "".join(lines)
 
 
+@needs_bwrap
 @pytest.mark.slow
 def test_kill_9_of_run_cell_leaves_no_process_and_the_next_run_cell_sweeps(
         pool: Path, tmp_path: Path) -> None:
@@ -151,6 +152,7 @@ def test_kill_9_of_run_cell_leaves_no_process_and_the_next_run_cell_sweeps(
             os.kill(pid, signal.SIGKILL)
 
 
+@needs_bwrap
 @pytest.mark.slow
 def test_a_run_over_its_disk_quota_leaves_no_scratch_bytes(
         pool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
