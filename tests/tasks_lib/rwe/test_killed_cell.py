@@ -1,0 +1,105 @@
+"""kill -9 of a real ``medflows run cell`` on an RWE study while its agent works: the next
+command leaves no role, session, scratch schema, large object or role setting of it (issue 21,
+point 3, RWE half). Also: the sweep is cheap and starts nothing when no cluster runs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tasks_lib.rwe.cluster import Server, connect
+from tasks_lib.settings import reset_settings
+from tests.tasks_lib.rwe.pool_support import built_pool, study_cluster
+
+MEDFLOWS = str(Path(sys.executable).with_name("medflows"))
+
+
+def catalog(server: Server) -> dict[str, int]:
+    """What runs may leave behind, counted in the catalogs of the pool database."""
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            counts = {}
+            for name, query in (
+                    ("roles", "SELECT count(*) FROM pg_roles WHERE rolname LIKE 'rwe\\_run\\_%'"),
+                    ("sessions", "SELECT count(*) FROM pg_stat_activity "
+                                 "WHERE usename LIKE 'rwe\\_run\\_%'"),
+                    ("schemas", "SELECT count(*) FROM pg_namespace "
+                                "WHERE nspname LIKE 'scratch\\_%'"),
+                    ("large_objects", "SELECT count(*) FROM pg_largeobject_metadata"),
+                    ("settings", "SELECT count(*) FROM pg_db_role_setting WHERE setrole <> 0 "
+                                 "AND setrole NOT IN (SELECT oid FROM pg_roles)")):
+                cur.execute(query)
+                counts[name] = cur.fetchone()[0]
+            return counts
+    finally:
+        conn.close()
+
+
+def wait_for_agent_query(server: Server, timeout_s: float = 300) -> None:
+    conn = connect(server)
+    deadline = time.monotonic() + timeout_s
+    try:
+        with conn.cursor() as cur:
+            while time.monotonic() < deadline:
+                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE usename LIKE "
+                            "'rwe\\_run\\_%' AND query LIKE '%pg_sleep(3600)%'")
+                if cur.fetchone()[0]:
+                    return
+                time.sleep(0.2)
+    finally:
+        conn.close()
+    raise AssertionError("the agent's query never started")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
+def test_kill_9_of_run_cell_leaves_nothing_after_the_next_command() -> None:
+    from tasks_lib.rwe.pools import load_study
+
+    _, admin = study_cluster()
+    server = admin.model_copy(update={
+        "database": load_study("statin-sepsis", built_pool().url).manifest.database})
+    cell = subprocess.Popen([MEDFLOWS, "run", "cell", "--agent", "rwe-dbhog", "--task",
+                             "statin-sepsis"], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        wait_for_agent_query(server)
+        left = catalog(server)
+        assert left["roles"] == left["schemas"] == 1 and left["sessions"] >= 1
+    finally:
+        os.kill(cell.pid, signal.SIGKILL)
+        cell.wait(timeout=30)
+    assert catalog(server)["roles"] == 1  # nothing tidied up by the killed command
+
+    nxt = subprocess.run([MEDFLOWS, "run", "cell", "--agent", "no-such-agent", "--task",
+                          "statin-sepsis"], capture_output=True, text=True, timeout=300)
+    assert nxt.returncode != 0
+    assert "dropped RWE run role rwe_run_" in nxt.stderr
+    time.sleep(0.5)  # terminated backends leave pg_stat_activity asynchronously
+    assert catalog(server) == {"roles": 0, "sessions": 0, "schemas": 0, "large_objects": 0,
+                               "settings": 0}
+
+
+def test_sweep_starts_no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.rwe.sweep import sweep
+
+    monkeypatch.setenv("MEDFLOWS_RWE_CLUSTER_DIR", str(tmp_path / "cluster"))
+    monkeypatch.delenv("MEDFLOWS_RWE_DB_URL", raising=False)
+    monkeypatch.delenv("MEDFLOWS_RWE_DATABASE_URL", raising=False)
+    reset_settings()
+    try:
+        started = time.monotonic()
+        assert sweep() == []
+        assert time.monotonic() - started < 1
+        assert not (tmp_path / "cluster").exists()
+    finally:
+        monkeypatch.undo()
+        reset_settings()
