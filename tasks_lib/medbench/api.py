@@ -3,7 +3,12 @@ the active subset) through the one call layer, and store the run like any other.
 
 * The agent is a catalog entry (``datasets/agents.yaml``): its ``model`` is any litellm model
   string; ``params.api_base`` points at an OpenAI-compatible URL (else the
-  ``MEDFLOWS_LLM_API_BASE`` setting or the provider's default).
+  ``MEDFLOWS_LLM_API_BASE`` setting or the provider's default). A registered endpoint's agent
+  is called with that endpoint's own credential, never the operator's, and its base is
+  re-checked before every request (:func:`tasks_lib.medbench.endpoints.endpoint_completion`);
+  a refused base is the item's error.
+* Everything stored (predictions, replies with provider error texts, the run record) passes the
+  one redaction rule (:class:`tasks_lib.records.RunStorage`), the endpoint's own key included.
 * Decoding is the paper's (§9): temperature 0.7, at most 512 generated tokens, no tools; each
   replicate is one full pass (the paper runs 3) with its own item order (seeded by the run id)
   and its own call-cache salt, so replicates are independent and a re-run resumes from the cache.
@@ -36,6 +41,7 @@ from tasks_lib.agents import AgentSpec
 from tasks_lib.domain import Frozen
 from tasks_lib.llm import CallOptions, Completion, LiteLLMCompletion
 from tasks_lib.llm_scope import call_scope, parallel_map
+from tasks_lib.medbench.endpoints import endpoint_completion
 from tasks_lib.medbench.items import (
     SUBMISSION_FILE,
     Answer,
@@ -45,6 +51,7 @@ from tasks_lib.medbench.items import (
     read_manifest,
     read_public_items,
 )
+from tasks_lib.netpolicy import RefusedEndpoint
 from tasks_lib.qa.runner import run_id_for
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
 from tasks_lib.settings import get_settings
@@ -141,7 +148,7 @@ def _ask(item: PublicItem, pool_url: str, agent: AgentSpec, completion: LiteLLMC
               "max_tokens": int(agent.params.get("max_tokens", MAX_TOKENS))}
     try:
         got = completion.chat(agent.model, messages(item, pool_url), **params)
-    except openai.APIError as exc:
+    except (openai.APIError, RefusedEndpoint) as exc:
         return Reply(item_id=item.item_id, error=f"{type(exc).__name__}: {exc}"[:300])
     budget.add(got)
     return Reply(item_id=item.item_id, text=got.text, prompt_tokens=got.prompt_tokens,
@@ -157,7 +164,7 @@ def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOption
     run_id = run_id_for(agent, m.content_hash, replicate)
     items = read_public_items(pool_url)
     random.Random(run_id).shuffle(items)  # randomized order per run (spec §6.1)
-    completion = LiteLLMCompletion.for_run(agent.params, options)
+    completion = endpoint_completion(agent, options)
     budget = _Budget(max_cost_usd)
     started = time.time()
     with call_scope(salt=f"medbench-r{replicate}") as scope:

@@ -8,6 +8,15 @@ and fixes its run id: version ``n`` of a lock is replicate ``n − 1`` of the en
 every version is a fresh run with its own item order and its own call-cache salt. The caller then
 runs :func:`tasks_lib.medbench.api.run_api` with that replicate, records the run and scores it
 with the one score flow.
+
+A registered endpoint gets its own credential or none, never the operator's
+(:func:`endpoint_completion`): the submitter's API key is kept encrypted
+(:mod:`tasks_lib.medbench.credentials`) and sent only to that endpoint; an endpoint with an
+``api_base`` is called as an OpenAI-compatible server (model ``openai/<name>``) with its key or
+``"not-needed"``, and its base is checked by :func:`tasks_lib.netpolicy.check_api_base` when it
+is registered and before every call. An endpoint with no ``api_base`` names a model the
+operator's own providers serve (with the operator's keys, at the operator's cost) unless it has
+its own key.
 """
 
 from __future__ import annotations
@@ -18,9 +27,12 @@ from evaluators.core import InputDataError, Track
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger.tables import EndpointRow, SubmissionRow
+from tasks_lib.llm import CallOptions, LiteLLMCompletion
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import RateLimited
+from tasks_lib.medbench.credentials import decrypt, encrypt
 from tasks_lib.medbench.items import read_manifest
+from tasks_lib.netpolicy import check_api_base
 from tasks_lib.qa.runner import run_id_for
 from tasks_lib.rotation import resolve_pool
 from tasks_lib.tracks.base import kit_for
@@ -32,6 +44,61 @@ def endpoint(endpoint_id: int) -> EndpointRow:
     if not rows:
         raise InputDataError("endpoint", f"no registered endpoint {endpoint_id}")
     return rows[0]
+
+
+OPENAI_COMPATIBLE = "openai/"
+"""Model prefix of an endpoint with an ``api_base``: litellm's OpenAI client, which sends only
+the key it is given (other providers' clients sign with the operator's cloud credentials)."""
+NO_KEY = "not-needed"
+"""What an endpoint with an ``api_base`` and no key of its own is sent as its key."""
+
+
+def check_model(model: str, api_base: str | None) -> str:
+    """``model`` when an endpoint with ``api_base`` may be called as it."""
+    if api_base is not None and not (model.startswith(OPENAI_COMPATIBLE)
+                                     and len(model) > len(OPENAI_COMPATIBLE)):
+        raise InputDataError("model", f"an endpoint with an api_base is called as an "
+                                      f"OpenAI-compatible server: use {OPENAI_COMPATIBLE}<name> "
+                                      f"(got {model!r})")
+    return model
+
+
+def register_endpoint(submitter: str, model_name: str, model_version: str, model: str,
+                      api_base: str | None = None, api_key: str | None = None
+                      ) -> EndpointRow | None:
+    """Check and register a submitter's endpoint (its key stored encrypted).
+
+    Returns:
+        The new row; None when ``(submitter, model_name, model_version)`` is already registered.
+
+    Raises:
+        InputDataError: A refused ``api_base`` or ``model``, a malformed key, or a key when the
+            operator set no credential key (fields named; nothing written).
+    """
+    if api_base is not None:
+        check_api_base(api_base)
+    check_model(model, api_base)
+    sealed = None if api_key is None else encrypt(api_key)
+    return ledger.add_endpoint(EndpointRow(
+        submitter=submitter, model_name=model_name, model_version=model_version, model=model,
+        api_base=api_base, api_key_enc=sealed))
+
+
+def endpoint_completion(agent: AgentSpec, options: CallOptions) -> LiteLLMCompletion:
+    """The call door of an API-mode agent: a registered endpoint's (``endpoint_id`` param) is
+    built from its ledger row (its base, its own key or ``"not-needed"``, the base re-checked
+    before every request); any other agent's is the operator's (:meth:`LiteLLMCompletion.for_run`).
+    """
+    if "endpoint_id" not in agent.params:
+        return LiteLLMCompletion.for_run(agent.params, options)
+    row = endpoint(int(str(agent.params["endpoint_id"])))
+    api_key = None if row.api_key_enc is None else decrypt(row.api_key_enc)
+    if row.api_base is None:
+        return LiteLLMCompletion.for_run(agent.params, options, api_key=api_key)
+    check_model(row.model, row.api_base)
+    params = {**agent.params, "api_base": row.api_base}
+    return LiteLLMCompletion.for_run(params, options, api_key=api_key or NO_KEY,
+                                     guard=check_api_base)
 
 
 def endpoint_agent(row: EndpointRow) -> AgentSpec:

@@ -10,6 +10,11 @@ for assertions.
 Optional behaviour for live-execution tests and benchmarks: ``latency`` (seconds slept before each
 answer, like a provider's response time) and ``throttle`` (a function of the request JSON returning
 ``None`` to answer normally or a number of seconds to answer HTTP 429 with that ``Retry-After``).
+
+For credential tests the server also keeps every request's headers (``server.headers``) and raw
+body bytes (``server.bodies``), and can behave like a hostile endpoint: ``echo_auth`` appends the
+request's ``Authorization`` header to every reply, ``unauthorized`` (a function of the request
+headers) answers HTTP 401 with that header quoted in the error message.
 """
 
 from __future__ import annotations
@@ -37,9 +42,13 @@ class FakeOpenAIServer:
     """Context manager: ``with FakeOpenAIServer(responder) as srv: srv.base_url``."""
 
     def __init__(self, responder: Responder, latency: float = 0.0,
-                 throttle: Throttle | None = None) -> None:
+                 throttle: Throttle | None = None, echo_auth: bool = False,
+                 unauthorized: Callable[[dict[str, str]], bool] | None = None) -> None:
         self.responder, self.latency, self.throttle = responder, latency, throttle
+        self.echo_auth, self.unauthorized = echo_auth, unauthorized
         self.requests: list[dict[str, Any]] = []
+        self.headers: list[dict[str, str]] = []
+        self.bodies: list[bytes] = []
         self.request_times: list[float] = []
         self._lock = threading.Lock()
         server = self
@@ -53,10 +62,21 @@ class FakeOpenAIServer:
                     self.send_error(404)
                     return
                 length = int(self.headers.get("Content-Length", 0))
-                body = json.loads(self.rfile.read(length) or b"{}")
+                raw = self.rfile.read(length)
+                body = json.loads(raw or b"{}")
+                headers = {k.lower(): v for k, v in self.headers.items()}
                 with server._lock:
                     server.requests.append(body)
+                    server.headers.append(headers)
+                    server.bodies.append(raw)
                     server.request_times.append(time.monotonic())
+                auth = headers.get("authorization", "")
+                if server.unauthorized and server.unauthorized(headers):
+                    error = {"error": {"message": f"Incorrect API key provided: {auth}",
+                                       "type": "invalid_request_error",
+                                       "code": "invalid_api_key"}}
+                    self._answer(401, json.dumps(error).encode(), {})
+                    return
                 retry_after = server.throttle(body) if server.throttle else None
                 if retry_after is not None:
                     self._answer(429, b'{"error": {"message": "slow down", "type": "rate_limit"}}',
@@ -74,6 +94,8 @@ class FakeOpenAIServer:
                     return
                 if isinstance(reply, str):
                     reply = {"content": reply}
+                if server.echo_auth:
+                    reply = {**reply, "content": f"{reply.get('content') or ''}\n{auth}"}
                 message: dict[str, Any] = {"role": "assistant",
                                            "content": reply.get("content")}
                 if reply.get("tool_calls"):

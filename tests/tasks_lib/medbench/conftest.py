@@ -18,3 +18,13 @@ def private_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator
     reset_settings()
     yield root
     reset_settings()
+
+
+@pytest.fixture
+def allow_loopback_endpoints(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The operator opens 127.0.0.1 to registered endpoints (the local OpenAI-compatible test
+    server); without it such an ``api_base`` is refused."""
+    monkeypatch.setenv("MEDFLOWS_ENDPOINT_ALLOW_NETWORKS", "127.0.0.1/32")
+    reset_settings()
+    yield
+    reset_settings()

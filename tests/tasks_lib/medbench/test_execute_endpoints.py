@@ -25,7 +25,7 @@ from tasks_lib.ledger.tables import EndpointRow
 from tasks_lib.medbench import accounts
 from tasks_lib.storage import Storage
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+pytestmark = pytest.mark.usefixtures("prefect_harness", "allow_loopback_endpoints")
 REPLIES = {
     "Findings named": json.dumps(["pleural effusion left side"]),
     "Extract (type, value)": json.dumps([["Modality", "computed tomography series"]]),

@@ -27,7 +27,7 @@ from tasks_lib.medbench.endpoints import endpoint_agent, lock_api_submission
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
 
-pytestmark = pytest.mark.usefixtures("prefect_harness")
+pytestmark = pytest.mark.usefixtures("prefect_harness", "allow_loopback_endpoints")
 REPLIES = {
     "Findings named": json.dumps(["pleural effusion left side"]),
     "Extract (type, value)": json.dumps([["Modality", "computed tomography series"]]),
