@@ -54,6 +54,7 @@ from tasks_lib.medbench.items import (
 from tasks_lib.netpolicy import RefusedEndpoint
 from tasks_lib.qa.runner import run_id_for
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
+from tasks_lib.redaction import redact
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
@@ -149,7 +150,7 @@ def _ask(item: PublicItem, pool_url: str, agent: AgentSpec, completion: LiteLLMC
     try:
         got = completion.chat(agent.model, messages(item, pool_url), **params)
     except (openai.APIError, RefusedEndpoint) as exc:
-        return Reply(item_id=item.item_id, error=f"{type(exc).__name__}: {exc}"[:300])
+        return Reply(item_id=item.item_id, error=redact(f"{type(exc).__name__}: {exc}")[:300])
     budget.add(got)
     return Reply(item_id=item.item_id, text=got.text, prompt_tokens=got.prompt_tokens,
                  completion_tokens=got.completion_tokens, cost_usd=got.cost_usd,

@@ -25,6 +25,7 @@ from evaluators.judges.medbench import (
 from tasks_lib.domain import Frozen
 from tasks_lib.llm import CompletionFn, LiteLLMCompletion, Message
 from tasks_lib.llm_scope import parallel_map
+from tasks_lib.redaction import redact
 from tasks_lib.settings import get_settings
 
 REASKS = 2
@@ -79,7 +80,7 @@ def judge_case(case: JudgeCase, rubric: Rubric, model: str, completion: Completi
                 score, n, reply = _ask(completion, model, build_prompt(rubric, dimension, case))
             except openai.APIError as exc:
                 return Judgement(**base, calls=calls + 1,
-                                 error=f"judge_error: provider failed: {exc}"[:300])
+                                 error=redact(f"judge_error: provider failed: {exc}")[:300])
         calls += n
         if score is None:
             return Judgement(**base, calls=calls, error=f"judge_error: no <score>0-5</score> "
