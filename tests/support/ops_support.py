@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import NamedTuple
 
+from support.audited import record_override
 from tasks_lib.domain import Track
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
@@ -73,6 +74,7 @@ def publish_test_pool(pool_id: str, per_dataset: dict[str, int]) -> PublishedPoo
         track=Track.QA.value, selection={"rule": "first-n (test)"}, datasets=entries, deid={},
         deid_items=[], meld={"screened": False}, review=None, files=FILES)
     root.write_json("manifest.json", manifest)
+    record_override(root.root_url)
     store.record_pool(PoolRow(pool_id=pool_id, version=version, track=Track.QA.value,
                               content_hash=digest, manifest_url=root.url("manifest.json"),
                               n_items=len(items)))

@@ -73,6 +73,8 @@ SEG_TASK = "brain-tissue-seg"
 @pytest.fixture(scope="session")
 def seg_pool() -> Path:
     """Local folder of the segmentation task's pool, built once (execute never builds one)."""
+    from support.audited import record_override
+
     from tasks_lib.imaging import steps
     from tasks_lib.imaging.pool import latest_pool_url, load_task
     from tasks_lib.ledger import store
@@ -80,6 +82,8 @@ def seg_pool() -> Path:
     if not store.pools(pool_id=SEG_TASK, kind="pool"):
         card = load_task(SEG_TASK)
         rendered = steps.render.fn(card)
-        steps.record.fn(steps.publish.fn(card, None, rendered,
-                                         steps.deidentify_step.fn(card, rendered)))
+        published = steps.publish.fn(card, None, rendered,
+                                     steps.deidentify_step.fn(card, rendered))
+        record_override(published.url)
+        steps.record.fn(published)
     return Path(latest_pool_url(SEG_TASK))
