@@ -14,7 +14,7 @@ Credentials: by default a call with an ``api_base`` carries the operator's ``OPE
 A caller that talks to a base someone else gave (a submitter's registered endpoint) passes
 ``api_key`` (that endpoint's own key, or ``"not-needed"``): it is sent explicitly, so neither
 this module nor litellm adds an environment key, and ``guard`` re-checks the base before every
-request (:func:`tasks_lib.netpolicy.check_api_base`).
+request (:func:`tasks_lib.netpolicy.check_api_base`) and no redirect is followed.
 
 Replies are cached through :mod:`tasks_lib.llm_cache` (on by default): a hit sends no request and
 returns the original reply (usage and cost as first recorded) with ``cached=True``. Calls are
@@ -91,6 +91,16 @@ def _transient() -> tuple[type[BaseException], ...]:
     )
 
 
+def _unredirected(api_base: str, api_key: str | None) -> Any:
+    """An OpenAI client that follows no redirect (litellm's own follows them, so a guarded base
+    could send the request on to an address the guard refuses)."""
+    import httpx
+    import openai
+
+    return openai.OpenAI(api_key=api_key or "not-needed", base_url=api_base, max_retries=0,
+                         http_client=httpx.Client(follow_redirects=False))
+
+
 class CallOptions(Frozen):
     """How a run talks to its provider (never part of what it asks, so never of a run id)."""
 
@@ -130,6 +140,7 @@ class LiteLLMCompletion:
         settings = get_settings()
         self.api_base = api_base or settings.llm_api_base
         self._api_key, self._guard = api_key, guard
+        self._client = _unredirected(self.api_base, api_key) if guard and self.api_base else None
         self.retries, self.base_delay, self.extra = retries, base_delay, extra
         self.max_connections = max_connections or settings.max_connections
         self.slots = connection_limit(self.api_base, self.max_connections)
@@ -195,6 +206,8 @@ class LiteLLMCompletion:
             kwargs.setdefault("api_key", os.environ.get("OPENAI_API_KEY") or "not-needed")
         if self._api_key is not None:
             kwargs["api_key"] = self._api_key
+        if self._client is not None:
+            kwargs["client"] = self._client
         if "tools" in kwargs:
             # litellm routes any call with tools through its MCP bridge (the optional `mcp`
             # package); our tools are plain functions.

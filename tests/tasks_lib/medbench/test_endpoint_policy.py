@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -182,3 +183,43 @@ def test_serialized_json_and_registered_secrets_are_redacted(tmp_path: Path) -> 
     recorder.write_conversation(ChatMessage(role=Role.SYSTEM, content=f"\n{shaped}", at=0.0))
     stored = (tmp_path / "trace" / CONVERSATION).read_text()
     assert shaped not in stored and own not in stored and stored.count(REDACTED) == 3
+
+
+def test_a_redirect_from_an_endpoint_is_not_followed(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from http.server import BaseHTTPRequestHandler, HTTPServer
+
+    from tasks_lib.medbench.api import run_api
+
+    monkeypatch.setenv("MEDFLOWS_ENDPOINT_ALLOW_NETWORKS", "127.0.0.1/32")
+    monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
+    reset_settings()
+    with FakeOpenAIServer(lambda body: "A") as target:
+
+        class Redirect(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                self.send_response(307)
+                self.send_header("Location", f"{target.base_url}/chat/completions")
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: Any) -> None:
+                return
+
+        redirector = HTTPServer(("127.0.0.1", 0), Redirect)
+        thread = threading.Thread(target=redirector.serve_forever, daemon=True)
+        thread.start()
+        try:
+            name = "redir" + uuid.uuid4().hex[:6]
+            accounts.ensure_submitter(name, items_per_minute=600)
+            row = register_endpoint(name, "m", "1", "openai/m",
+                                    f"http://127.0.0.1:{redirector.server_address[1]}/v1")
+            assert row is not None
+            pool = write_pool(Storage(str(tmp_path / "pool" / "v1")))
+            run = run_api(endpoint_agent(row), pool, 0, CallOptions(cache=False))
+        finally:
+            redirector.shutdown()
+            redirector.server_close()
+            thread.join(timeout=5)
+    assert target.requests == [] and run.n_answered == 0
+    reset_settings()
