@@ -223,3 +223,30 @@ def test_a_redirect_from_an_endpoint_is_not_followed(
             thread.join(timeout=5)
     assert target.requests == [] and run.n_answered == 0
     reset_settings()
+
+
+def test_the_cli_registers_an_endpoint_key_from_stdin_and_never_prints_it(
+        no_allowance: None) -> None:
+    from flows.cli import medbench_endpoints  # noqa: F401
+    from flows.cli.groups import app
+    from tasks_lib.medbench.credentials import decrypt
+
+    name = "clikey" + uuid.uuid4().hex[:6]
+    accounts.ensure_submitter(name)
+    own = "cli.own/key+" + uuid.uuid4().hex
+    runner = CliRunner()
+    added = runner.invoke(app, ["medbench", "add-endpoint", name, "--model-name", "m",
+                                "--model-version", "1", "--model", "openai/m",
+                                "--api-base", "https://8.8.8.8/v1", "--api-key-stdin"],
+                          input=own + "\n")
+    assert added.exit_code == 0, added.output
+    listed = runner.invoke(app, ["medbench", "endpoints", "--submitter", name])
+    assert listed.exit_code == 0, listed.output
+    [shown] = json.loads(listed.stdout)
+    assert shown == {**json.loads(added.stdout), "has_api_key": True}
+    assert own not in added.output + listed.output
+    [row] = ledger.endpoints(submitter=name)
+    assert row.api_key_enc is not None and decrypt(row.api_key_enc) == own
+    again = runner.invoke(app, ["medbench", "add-endpoint", name, "--model-name", "m",
+                                "--model-version", "1", "--model", "openai/m"])
+    assert again.exit_code == 2 and "already registered" in again.stderr
