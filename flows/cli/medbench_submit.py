@@ -71,19 +71,27 @@ def upload(
                                                        "summary as JSON."),
 ) -> None:
     """Validate every line against its split, store the upload as a version-locked run and score
-    it server-side through the score flow. A bad file changes nothing (exit 2)."""
+    it server-side through the score flow. A bad file changes nothing (exit 2). The same file
+    again for the same lock is the same version: it is scored if it has no score yet (an upload
+    killed while scoring resumes), never charged twice."""
     from flows.score import score_run
+    from tasks_lib.ledger import store
     from tasks_lib.medbench import accounts
     from tasks_lib.medbench.service import MAX_UPLOAD_BYTES
-    from tasks_lib.medbench.submissions import submit_upload, view
+    from tasks_lib.medbench.submissions import store_upload, view
+    from tasks_lib.records import read_card
 
     if not file.is_file():
         raise InputDataError(str(file), "predictions file not found")
-    if file.stat().st_size > MAX_UPLOAD_BYTES:
+    with file.open("rb") as f:
+        data = f.read(MAX_UPLOAD_BYTES + 1)
+    if len(data) > MAX_UPLOAD_BYTES:
         raise InputDataError(str(file), f"larger than {MAX_UPLOAD_BYTES} bytes")
     who = accounts.ensure_submitter(submitter)
-    row = submit_upload(file.read_bytes(), str(file), who, model_version, model_name)
-    card = score_run(row.run_id)
+    row = store_upload(data, str(file), who, model_version, model_name).row
+    scores = store.scores_for([row.run_id])
+    card = read_card(row.run_id, scores[-1].evaluator_version) if scores else score_run(
+        row.run_id)
     sub = view(row)
     if as_json:
         summary = card.summary().model_dump(mode="json", exclude={"per_case"})

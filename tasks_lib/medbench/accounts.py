@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import re
 import secrets
+import threading
 import time
 from datetime import UTC, datetime
 
@@ -24,7 +26,15 @@ from pydantic import Field
 from evaluators.core import Frozen, InputDataError
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger.tables import SubmitterRow
-from tasks_lib.medbench.ratelimit import DAY_S, MINUTE_S, Limit, LimitKind, Refusal
+from tasks_lib.medbench.ratelimit import (
+    DAY_S,
+    MINUTE_S,
+    Event,
+    Limit,
+    LimitKind,
+    Refusal,
+    wait_s,
+)
 
 KEY_PREFIX = "mbk"
 DEFAULT_UPLOADS_PER_DAY = 5
@@ -125,6 +135,88 @@ def authenticate(api_key: str | None) -> Submitter | None:
         return None
     digest = _hash(match.group(2), bytes.fromhex(row.key_salt))
     return public(row) if hmac.compare_digest(digest, row.key_hash) else None
+
+
+class KeyThrottled(Exception):
+    """Too many wrong API keys from one client or for one key id (HTTP 429)."""
+
+    def __init__(self, retry_after_s: float) -> None:
+        super().__init__(f"too many failed API keys; retry in {math.ceil(retry_after_s)} s")
+        self.retry_after_s = retry_after_s
+
+
+class KeyGuard:
+    """:func:`authenticate` with failed-key throttling, checked before the scrypt hash.
+
+    A wrong key is a well-formed key (``mbk_<key_id>_<secret>``) whose key id is unknown or
+    whose secret does not match; a missing or malformed key costs nothing to refuse and is not
+    counted. A client (its address) or a key id with ``max_failures`` wrong keys inside the last
+    ``window_s`` seconds is refused with :class:`KeyThrottled` without hashing anything, until
+    the oldest failure leaves the window. A key that already passed scrypt in this process is
+    recognised by a SHA-256 of its secret (the stored hash must be unchanged), so its owner keeps
+    working at full speed while a flood of wrong keys is throttled, even one aimed at the same
+    key id. State is in memory, per service process; at most ``max_tracked`` clients and key
+    ids are tracked (the stalest are forgotten first).
+    """
+
+    def __init__(self, max_failures: int = 10, window_s: float = 60.0,
+                 max_tracked: int = 100_000) -> None:
+        self.limit = Limit(LimitKind.FAILED_KEY, max_failures, window_s)
+        self._max_tracked = max_tracked
+        self._lock = threading.Lock()
+        self._failures: dict[str, list[float]] = {}
+        self._verified: dict[str, tuple[str, bytes]] = {}
+
+    def authenticate(self, api_key: str | None, client: str,
+                     now: float | None = None) -> Submitter | None:
+        """The account of ``api_key`` (None: missing, malformed or wrong).
+
+        Raises:
+            KeyThrottled: ``client`` or the key's id failed too often; nothing was hashed.
+        """
+        now = time.monotonic() if now is None else now
+        match = _KEY.match(api_key or "")
+        if match is None:
+            return None
+        row = ledger.submitter_by_key_id(match.group(1))
+        if row is None or row.key_salt is None or row.key_hash is None:
+            self._check([f"client:{client}"], now)
+            self._fail([f"client:{client}"], now)
+            return None
+        key_id, secret = match.group(1), match.group(2)
+        quick = hashlib.sha256(secret.encode()).digest()
+        with self._lock:
+            known = self._verified.get(key_id)
+        if known is not None and known[0] == row.key_hash and hmac.compare_digest(known[1],
+                                                                                   quick):
+            return public(row)
+        keys = [f"client:{client}", f"key:{key_id}"]
+        self._check(keys, now)
+        if not hmac.compare_digest(_hash(secret, bytes.fromhex(row.key_salt)), row.key_hash):
+            self._fail(keys, now)
+            return None
+        with self._lock:
+            if len(self._verified) >= self._max_tracked:
+                self._verified.pop(next(iter(self._verified)))
+            self._verified[key_id] = (row.key_hash, quick)
+        return public(row)
+
+    def _check(self, keys: list[str], now: float) -> None:
+        with self._lock:
+            waits = [wait_s([Event(at, 1) for at in self._failures.get(k, ())], self.limit, 1,
+                            now) for k in keys]
+        worst = max((w for w in waits if w), default=0.0)
+        if worst:
+            raise KeyThrottled(worst)
+
+    def _fail(self, keys: list[str], now: float) -> None:
+        since = now - self.limit.window_s
+        with self._lock:
+            for key in keys:
+                recent = [at for at in self._failures.pop(key, ()) if at > since]
+                self._failures[key] = [*recent[-self.limit.limit:], now]
+            while len(self._failures) > self._max_tracked:
+                self._failures.pop(next(iter(self._failures)))
 
 
 def limits(submitter: Submitter) -> tuple[Limit, Limit]:

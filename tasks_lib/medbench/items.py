@@ -29,6 +29,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from evaluators.core import Frozen, InputDataError
+from tasks_lib import strict_json
 from tasks_lib.storage import Storage
 
 PUBLIC_ITEMS = "public/items.jsonl"
@@ -227,10 +228,9 @@ def parse_prediction(line: str | bytes, source: str, n: int) -> Prediction:
     if len(line) > MAX_LINE_BYTES:
         raise InputDataError(source, f"line longer than {MAX_LINE_BYTES} bytes", n)
     try:
-        data = json.loads(line)
-    except (json.JSONDecodeError, UnicodeDecodeError, RecursionError) as exc:
-        msg = exc.msg if isinstance(exc, json.JSONDecodeError) else type(exc).__name__
-        raise InputDataError(source, f"not a JSON object: {msg}", n) from None
+        data = strict_json.loads(line)
+    except strict_json.StrictJSONError as exc:
+        raise InputDataError(source, f"{exc} (rule: {exc.rule})", n) from None
     if not isinstance(data, dict):
         raise InputDataError(source, "not a JSON object with item_id and answer", n)
     if "answer" not in data:

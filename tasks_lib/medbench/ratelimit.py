@@ -23,6 +23,8 @@ class LimitKind(StrEnum):
     """Accepted uploads (window: one day)."""
     ITEMS = "items"
     """Items served in a split or received in an upload (window: one minute)."""
+    FAILED_KEY = "failed_key"
+    """Wrong API keys from one client or for one key id (in memory, per service process)."""
 
 
 class Event(NamedTuple):

@@ -15,7 +15,13 @@ Bearer <key>``): none or a wrong one → 401. Routes:
 * ``GET /v1/submissions`` (``/{id}``): the caller's submissions with their newest scores.
 
 Over a rate limit → 429 with ``Retry-After`` (seconds); a malformed upload → 422 with every bad
-line (``errors: [{line, reason}]``) and nothing written. No route returns a reference, a key
+line (``errors: [{line, reason}]``) and nothing written; a re-upload of the same bytes for the
+same lock → 200 with the existing version (scored now if it was not: resume), no upload charged.
+Every body is capped while it is read (:class:`ServiceLimits`; 413 above), JSON bodies and upload
+lines are strict JSON (no NaN/Infinity, bounded numbers, valid Unicode, bounded depth; 422
+naming the rule), a 422 never echoes its input, and wrong API keys are throttled per client and
+per key id before any hashing (429 with ``Retry-After``; :class:`~tasks_lib.medbench.accounts.
+KeyGuard`). No route returns a reference, a key
 point, a gold letter or a split's private mapping: responses are built from public items, split
 info, submission views and score summaries only.
 """
@@ -28,6 +34,7 @@ from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
 from pydantic import Field
 
@@ -35,22 +42,40 @@ from evaluators.core import Frozen, InputDataError, UnknownNameError
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger.tables import EndpointRow
 from tasks_lib.medbench import accounts
-from tasks_lib.medbench.accounts import RateLimited, Submitter
+from tasks_lib.medbench.accounts import KeyGuard, KeyThrottled, RateLimited, Submitter
+from tasks_lib.medbench.http_guard import BodyGuard, install
 from tasks_lib.medbench.items import PublicItem
 from tasks_lib.medbench.splits import SplitInfo, image_bytes, make_split
 from tasks_lib.medbench.submissions import (
     SubmissionView,
     UploadRejected,
-    submit_upload,
+    store_upload,
     view,
 )
 from tasks_lib.rotation import ACTIVE_PREFIX
 
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 """Largest predictions body accepted (413 above)."""
+MAX_JSON_BYTES = 64 * 1024
+"""Largest body of every other route (413 above)."""
+MAX_ID = 2 ** 63 - 1
+"""Largest submission id a path may name (a ledger id is a signed 64-bit integer)."""
 
 Scorer = Callable[[str], object]
 """Scores one stored run by id (``flows.score.score_run``: the one score flow)."""
+
+
+class ServiceLimits(Frozen):
+    """Request caps and failed-key throttling of one service."""
+
+    upload_bytes: int = Field(default=MAX_UPLOAD_BYTES, gt=0,
+                              description="Bytes of a predictions upload.")
+    json_bytes: int = Field(default=MAX_JSON_BYTES, gt=0,
+                            description="Bytes of any other request body.")
+    failed_keys: int = Field(default=10, gt=0, description="Wrong API keys one client (or one "
+                             "key id) may send per window before it gets 429.")
+    failed_window_s: float = Field(default=60.0, gt=0,
+                                   description="Window of the failed-key count (seconds).")
 
 
 class NewSubmitter(Frozen):
@@ -108,13 +133,14 @@ def _endpoint(row: EndpointRow) -> Endpoint:
                     model_version=row.model_version, model=row.model, api_base=row.api_base)
 
 
-def caller(x_api_key: Annotated[str | None, Header()] = None,
+def caller(request: Request, x_api_key: Annotated[str | None, Header()] = None,
            authorization: Annotated[str | None, Header()] = None) -> Submitter:
-    """The authenticated submitter (401 without a valid key)."""
+    """The authenticated submitter (401 without a valid key, 429 after too many wrong ones)."""
     key = x_api_key
     if key is None and authorization and authorization.lower().startswith("bearer "):
         key = authorization[7:].strip()
-    who = accounts.authenticate(key)
+    guard: KeyGuard = request.app.state.key_guard
+    who = guard.authenticate(key, request.client.host if request.client else "unknown")
     if who is None:
         raise HTTPException(401, "missing or invalid API key",
                             headers={"WWW-Authenticate": "Bearer"})
@@ -133,6 +159,11 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=429,
                             headers={"Retry-After": str(max(1, math.ceil(wait)))})
 
+    @app.exception_handler(KeyThrottled)
+    def _throttled(_: Request, exc: KeyThrottled) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=429,
+                            headers={"Retry-After": str(max(1, math.ceil(exc.retry_after_s)))})
+
     @app.exception_handler(UploadRejected)
     def _rejected(_: Request, exc: UploadRejected) -> JSONResponse:
         return JSONResponse({"detail": str(exc), "n_errors": exc.n_errors,
@@ -147,15 +178,23 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"detail": str(exc)}, status_code=422)
 
 
-def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
+def create_app(score: Scorer, default_pool: str | None = None,
+               limits: ServiceLimits | None = None) -> FastAPI:
     """The service.
 
     Args:
         score: Scores a stored run (the one score flow), called after an upload is stored.
         default_pool: Pool or ``active:<subset_id>`` a split is drawn from when the request
             names no subset (None: requests must name one).
+        limits: Body caps and failed-key throttling (default: :class:`ServiceLimits`).
     """
+    limits = limits or ServiceLimits()
     app = FastAPI(title="medflows MedBench v4", version="1")
+    app.state.key_guard = KeyGuard(limits.failed_keys, limits.failed_window_s)
+    app.add_middleware(BodyGuard, json_bytes=limits.json_bytes,
+                       streamed={("POST", "/v1/submissions")},
+                       stream_bytes=limits.upload_bytes)
+    install(app)
     _errors(app)
 
     @app.get("/v1/health")
@@ -202,21 +241,26 @@ def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
         return Response(data, media_type=kind)
 
     @app.post("/v1/submissions", status_code=201)
-    async def upload(request: Request, who: Caller,
+    async def upload(request: Request, response: Response, who: Caller,
                      model_version: Annotated[str, Query(min_length=1, max_length=128)],
                      model_name: Annotated[str | None, Query(max_length=64)] = None,
                      ) -> SubmissionView:
-        body = await _body(request)
+        body = await _body(request, limits.upload_bytes)
         from starlette.concurrency import run_in_threadpool
 
-        return await run_in_threadpool(_submit, body, who, model_version, model_name, score)
+        sub, created = await run_in_threadpool(_submit, body, who, model_version, model_name,
+                                               score)
+        if not created:
+            response.status_code = 200
+        return sub
 
     @app.get("/v1/submissions")
     def list_submissions(who: Caller) -> list[SubmissionView]:
         return [view(r) for r in ledger.submissions(submitter=who.name)]
 
     @app.get("/v1/submissions/{submission_id}")
-    def one_submission(submission_id: int, who: Caller) -> SubmissionView:
+    def one_submission(submission_id: Annotated[int, PathParam(ge=1, le=MAX_ID)],
+                       who: Caller) -> SubmissionView:
         rows = ledger.submissions(id=submission_id, submitter=who.name)
         if not rows:
             raise HTTPException(404, f"no submission {submission_id} of yours")
@@ -225,21 +269,25 @@ def create_app(score: Scorer, default_pool: str | None = None) -> FastAPI:
     return app
 
 
-async def _body(request: Request) -> bytes:
+async def _body(request: Request, cap: int) -> bytes:
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > MAX_UPLOAD_BYTES:
-            raise HTTPException(413, f"upload larger than {MAX_UPLOAD_BYTES} bytes")
+        if size > cap:
+            raise HTTPException(413, f"upload larger than {cap} bytes",
+                                headers={"Connection": "close"})
         chunks.append(chunk)
     return b"".join(chunks)
 
 
 def _submit(body: bytes, who: Submitter, model_version: str, model_name: str | None,
-            score: Scorer) -> SubmissionView:
-    row = submit_upload(body, "upload", who, model_version, model_name)
-    score(row.run_id)
-    return view(row)
+            score: Scorer) -> tuple[SubmissionView, bool]:
+    stored = store_upload(body, "upload", who, model_version, model_name)
+    sub = view(stored.row)
+    if not sub.scored:
+        score(stored.row.run_id)
+        sub = view(stored.row)
+    return sub, stored.created
 
 

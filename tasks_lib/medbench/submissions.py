@@ -7,18 +7,29 @@ prediction row, repeats an item, names an item outside its split or the split of
 submitter, has the wrong shape for its item's answer type, or when the split has expired. A valid
 file may leave items out: they count as unanswered (the kit scores them 0).
 
+Every line is strict JSON (:mod:`tasks_lib.strict_json`: no NaN/Infinity, numbers within
+±1e15, valid Unicode, bounded depth); a file holds at most :data:`MAX_LINES` lines.
+
 An accepted upload is version-locked to ``(submitter, model name, model version string, subset
-id + version, evaluator version)`` and appended to the ledger: a second upload for the same lock
-becomes version 2, never an overwrite. Its predictions are mapped back to the pool's item ids
-and option letters and stored as ``runs/<run_id>/submission/predictions.jsonl`` with a
-:class:`~tasks_lib.records.RunRecord`; the caller then runs the one score flow on ``run_id``.
+id + version, evaluator version)`` and appended to the ledger: a second upload with other bytes
+for the same lock becomes version 2, never an overwrite. Its predictions are mapped back to the
+pool's item ids and option letters and stored as ``runs/<run_id>/submission/predictions.jsonl``
+with a :class:`~tasks_lib.records.RunRecord`; the caller then runs the one score flow on
+``run_id``.
+
+Crash safety (kill -9 at any point leaves nothing or a resumable state): the run id is derived
+from the lock and the SHA-256 of the uploaded bytes; the predictions are stored first, then the
+submission row (with ``body_sha256``) is inserted in the same transaction as the rate charge,
+then the run record is written, then the caller scores. A re-upload of the same bytes by the same
+submitter for the same lock is that same version: nothing is charged, a missing predictions
+file or run record is written again, and the caller scores it if it has no score yet.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-import secrets
 import time
 from typing import NamedTuple
 
@@ -38,6 +49,8 @@ from tasks_lib.tracks.base import kit_for
 
 MAX_REPORTED = 20
 """Bad lines listed in an upload's error report (all are counted)."""
+MAX_LINES = 200_000
+"""Lines an upload may hold (more: refused at the first line past it)."""
 _LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")
 
 
@@ -59,6 +72,14 @@ class UploadRejected(InputDataError):
                  for e in errors[:5]]
         more = f"; +{n_errors - 5} more bad lines" if n_errors > 5 else ""
         self.args = (f"{'; '.join(where)}{more} (upload refused, nothing stored)",)
+
+
+class Stored(NamedTuple):
+    """An accepted upload: its submission row, and whether this upload created it (False: the
+    same bytes were uploaded before for the same lock)."""
+
+    row: SubmissionRow
+    created: bool
 
 
 class Checked(NamedTuple):
@@ -129,15 +150,19 @@ def _parse(text: bytes, source: str) -> tuple[list[tuple[int, Prediction]], list
     try:
         raw = text.decode("utf-8")
     except UnicodeDecodeError as exc:
+        at = text.count(b"\n", 0, exc.start) + 1
         why = f"not UTF-8 ({exc.reason} at byte {exc.start})"
-        raise UploadRejected(source, [LineError(line=None, reason=why)], 1) from None
+        raise UploadRejected(source, [LineError(line=at, reason=why)], 1) from None
     good: list[tuple[int, Prediction]] = []
     errors: list[LineError] = []
-    for n, line in enumerate(raw.splitlines(), 1):
+    for n, line in enumerate(raw.split("\n"), 1):
+        if n > MAX_LINES and line.strip():
+            why = f"more than {MAX_LINES} lines"
+            raise UploadRejected(source, [LineError(line=n, reason=why)], 1)
         if not line.strip():
             continue
         try:
-            good.append((n, parse_prediction(line, source, n)))
+            good.append((n, parse_prediction(line.removesuffix("\r"), source, n)))
         except InputDataError as exc:
             errors.append(LineError(line=n, reason=exc.reason))
     return good, errors
@@ -226,11 +251,20 @@ def view(row: SubmissionRow) -> SubmissionView:
         "metrics": json.loads(newest.metrics_json), "groups": json.loads(newest.groups_json)})
 
 
-def _record(checked: Checked, row: SubmissionRow, submitter: Submitter) -> None:
-    """Store the predictions and the run record (and the ledger's run row)."""
-    split = checked.split
+def _store_predictions(checked: Checked, run_id: str) -> None:
     lines = "".join(p.model_dump_json() + "\n" for p in checked.predictions)
-    run_store(row.run_id).child(SUBMISSION).write_text(SUBMISSION_FILE, lines)
+    run_store(run_id).child(SUBMISSION).write_text(SUBMISSION_FILE, lines)
+
+
+def _drop_predictions(run_id: str) -> None:
+    folder = run_store(run_id).child(SUBMISSION)
+    if folder.exists(SUBMISSION_FILE):
+        folder.fs.rm(folder.path(SUBMISSION_FILE))
+
+
+def _record(checked: Checked, row: SubmissionRow, submitter: Submitter) -> None:
+    """Store the run record (and the ledger's run row) of stored predictions."""
+    split = checked.split
     agent = AgentSpec(
         agent_id=f"{submitter.name}/{row.model_name}@{row.model_version}",
         harness=Harness.UPLOAD, model=row.model_name, method="medbench-upload",
@@ -244,32 +278,68 @@ def _record(checked: Checked, row: SubmissionRow, submitter: Submitter) -> None:
         n_answered=sum(p.answer is not None and p.error is None for p in checked.predictions)))
 
 
-def submit_upload(text: bytes, source: str, submitter: Submitter, model_version: str,
-                  model_name: str | None = None, now: float | None = None) -> SubmissionRow:
-    """Validate, rate-limit, lock and store an upload as a run (not scored yet).
+def _lock_row(checked: Checked, text: bytes, submitter: Submitter, model_name: str,
+              model_version: str) -> SubmissionRow:
+    """The submission row an upload would insert (version 0: set at admission); its run id is
+    derived from the lock and the digest of the bytes."""
+    split = checked.split
+    row = SubmissionRow(
+        submitter=submitter.name, model_name=model_name, model_version=model_version,
+        pool_id=split.pool_id, pool_version=split.pool_version, pool_hash=split.pool_hash,
+        evaluator_version=kit_for(Track.MEDBENCH).evaluator_version, version=0, mode="upload",
+        split_id=split.split_id, run_id="", n_predictions=len(checked.predictions),
+        body_sha256=hashlib.sha256(text).hexdigest())
+    lock = "\0".join(str(getattr(row, f)) for f in (*ledger.LOCK_FIELDS, "body_sha256"))
+    row.run_id = "mbsub-" + hashlib.sha256(lock.encode()).hexdigest()[:16]
+    return row
+
+
+def _resume(checked: Checked, row: SubmissionRow, submitter: Submitter) -> None:
+    """Write again what a killed upload of ``row`` may have left out (predictions, run)."""
+    if store.scores_for([row.run_id]):
+        return
+    _store_predictions(checked, row.run_id)
+    if not store.runs(run_id=row.run_id) or not run_store(row.run_id).exists("run.json"):
+        _record(checked, row, submitter)
+
+
+def store_upload(text: bytes, source: str, submitter: Submitter, model_version: str,
+                 model_name: str | None = None, now: float | None = None) -> Stored:
+    """Validate, rate-limit, lock and store an upload as a run (not scored yet); the same bytes
+    for the same lock again return the earlier version (resumed, not charged).
 
     Raises:
         UploadRejected: A bad file (nothing written).
-        RateLimited: Over the uploads-per-day or items-per-minute limit (the refusal is logged).
+        RateLimited: Over the uploads-per-day or items-per-minute limit (the refusal is logged;
+            nothing else is kept).
     """
     now = time.time() if now is None else now
     name = check_name(model_name or submitter.name)
     if not model_version.strip() or len(model_version) > 128:
         raise InputDataError("model version", "must be 1–128 characters")
     checked = check_upload(text, source, submitter.name, now)
-    split = checked.split
-    row = SubmissionRow(
-        submitter=submitter.name, model_name=name, model_version=model_version,
-        pool_id=split.pool_id, pool_version=split.pool_version, pool_hash=split.pool_hash,
-        evaluator_version=kit_for(Track.MEDBENCH).evaluator_version, version=0, mode="upload",
-        split_id=split.split_id, run_id="mbsub-" + secrets.token_hex(8),
-        n_predictions=len(checked.predictions))
+    row = _lock_row(checked, text, submitter, name, model_version)
+    earlier = ledger.find_upload(row)
+    if earlier is not None:
+        _resume(checked, earlier, submitter)
+        return Stored(earlier, False)
+    _store_predictions(checked, row.run_id)
     uploads, items = limits(submitter)
     outcome = ledger.admit(submitter.name, [ledger.Charge(uploads, 1),
                                             ledger.Charge(items, len(checked.predictions))],
                            now, row)
     if outcome.refusal is not None:
+        _drop_predictions(row.run_id)
         raise RateLimited(outcome.refusal)
     assert outcome.submission is not None
-    _record(checked, outcome.submission, submitter)
-    return outcome.submission
+    if not outcome.created:
+        _resume(checked, outcome.submission, submitter)
+    else:
+        _record(checked, outcome.submission, submitter)
+    return Stored(outcome.submission, outcome.created)
+
+
+def submit_upload(text: bytes, source: str, submitter: Submitter, model_version: str,
+                  model_name: str | None = None, now: float | None = None) -> SubmissionRow:
+    """:func:`store_upload`, returning the submission row only."""
+    return store_upload(text, source, submitter, model_version, model_name, now).row

@@ -208,8 +208,11 @@ def test_two_uploads_of_one_lock_are_versions_1_and_2(service: Service) -> None:
     split = _split(service, key)
     assert split["split"]["n_items"] == len(split["items"]) == 7
     body = answers_for(split["items"])
-    first, second = _upload(service, key, body), _upload(service, key, body)
+    first, second = _upload(service, key, body), _upload(service, key, body + "\n")
     assert first.status_code == second.status_code == 201, (first.text, second.text)
+    again = _upload(service, key, body)  # the same bytes again: the same version, not charged
+    assert again.status_code == 200 and again.json()["submission_id"] == first.json()[
+        "submission_id"]
     a, b = first.json(), second.json()
     assert (a["version"], b["version"]) == (1, 2) and a["run_id"] != b["run_id"]
     for sub in (a, b):
@@ -248,7 +251,7 @@ def test_rate_limits_answer_429_with_retry_after(service: Service) -> None:
     assert _upload(service, key, body).status_code == 201
     r = call(service, "POST", "/v1/splits", key, json={})  # 13 + 7 = 20: still fits
     assert r.status_code == 201
-    r = _upload(service, key, body)  # 20 + 6 items > 20 per minute
+    r = _upload(service, key, body + "\n")  # other bytes: 20 + 6 items > 20 per minute
     assert r.status_code == 429 and "items per minute" in r.json()["detail"]
     assert 1 <= int(r.headers["retry-after"]) <= 60
     name = ledger.submissions(run_id=_first_run(key))[0].submitter

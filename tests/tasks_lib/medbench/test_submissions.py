@@ -162,7 +162,7 @@ def test_a_malformed_upload_reports_every_bad_line_and_changes_nothing(pool: str
         submit_upload("\n".join(lines).encode(), "preds.jsonl", who, "v1")
     got = {e.line: e.reason for e in caught.value.errors}
     assert sorted(got) == [2, 3, 4, 5, 6, 7]
-    assert "not a JSON object" in got[2]
+    assert "malformed JSON" in got[2]
     assert "string" in got[3]
     assert "repeats line 1" in got[4]
     assert "not an item of split" in got[5]
@@ -198,10 +198,11 @@ def test_uploads_are_version_locked_and_stored_as_runs(pool: str) -> None:
     split = make_split(pool, who.name, seed=4)
     body = _answers(split)
     first = submit_upload(body, "p.jsonl", who, "v1")
-    second = submit_upload(body, "p.jsonl", who, "v1")
+    second = submit_upload(body + b"\n", "p.jsonl", who, "v1")  # other bytes: a new version
     other = submit_upload(body, "p.jsonl", who, "v2")
     assert (first.version, second.version, other.version) == (1, 2, 1)
     assert first.run_id != second.run_id
+    assert submit_upload(body, "p.jsonl", who, "v1").id == first.id  # same bytes: same version
     rows = ledger.submissions(submitter=who.name)
     assert [(r.model_version, r.version) for r in rows] == [("v1", 1), ("v1", 2), ("v2", 1)]
     assert {(r.pool_id, r.pool_version, r.evaluator_version) for r in rows} == {

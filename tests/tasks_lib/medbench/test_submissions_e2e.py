@@ -60,6 +60,12 @@ def test_download_upload_scored_into_the_ledger_with_its_lock(tmp_path: Path) ->
     [score] = store.scores_for([sub["run_id"]])
     assert (score.evaluator_version, score.task_score) == ("medbench/1", pytest.approx(OVERALL))
 
+    same = json.loads(_cli("medbench", "upload", str(preds), "--submitter", name,
+                           "--model-version", "2026.11", "--json")[0])
+    assert same["submission"]["version"] == 1 and same["submission"]["run_id"] == sub["run_id"]
+    assert same["score_card"]["task_score"] == pytest.approx(OVERALL)
+    assert len(store.scores_for([sub["run_id"]])) == 1  # the same bytes: not scored again
+    preds.write_text(preds.read_text() + "\n")  # other bytes: a new version
     again = json.loads(_cli("medbench", "upload", str(preds), "--submitter", name,
                             "--model-version", "2026.11", "--json")[0])["submission"]
     assert again["version"] == 2 and again["run_id"] != sub["run_id"]
