@@ -117,13 +117,17 @@ class LogWatch:
                 self._statement(line.decode("utf-8", "replace"), found)
 
     def _entry(self, raw: bytes, found: list[Violation]) -> None:
-        line = raw.decode("utf-8", "replace")
         if self._mine:
             self.role_bytes += len(raw) + 1
-            if " LOG:  statement: " in line or " LOG:  execute " in line:
-                self._statement(line.split(" LOG:  ", 1)[1], found)
-                return
-        if not (" ERROR: " in line or " FATAL: " in line) or not REFUSED.search(line):
+        head = raw[:300]
+        statement = b" LOG:  statement: " in head or b" LOG:  execute " in head
+        if self._mine and statement:
+            self._statement(raw.decode("utf-8", "replace").split(" LOG:  ", 1)[1], found)
+            return
+        if b" ERROR: " not in head and b" FATAL: " not in head:
+            return
+        line = raw.decode("utf-8", "replace")
+        if not REFUSED.search(line):
             return
         login = "authentication failed" in line or "pg_hba.conf" in line
         if self._mine or login:

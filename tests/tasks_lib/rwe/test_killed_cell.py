@@ -103,3 +103,26 @@ def test_sweep_starts_no_cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     finally:
         monkeypatch.undo()
         reset_settings()
+
+
+@pytest.mark.slow
+def test_sweep_drops_roles_of_dead_owners_only(rwe_server: Server) -> None:
+    from tasks_lib.rwe.roles import (
+        create_role,
+        drop_role,
+        ensure_reader,
+        leftover_roles,
+        sweep_roles,
+    )
+
+    ensure_reader(rwe_server)
+
+    child = ("import sys; from tasks_lib.rwe.cluster import Server; "
+             "from tasks_lib.rwe.roles import create_role; "
+             "create_role(Server.model_validate_json(sys.argv[1]), 'dead-owner')")
+    subprocess.run([sys.executable, "-c", child, rwe_server.model_dump_json()], check=True,
+                   timeout=60, cwd=Path(__file__).parents[3])
+    live = create_role(rwe_server, "live-owner")
+    assert sweep_roles(rwe_server) == ["rwe_run_dead_owner"]
+    assert leftover_roles(rwe_server) == [live.name, live.scratch]
+    drop_role(rwe_server, live.name)
