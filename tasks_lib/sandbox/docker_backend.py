@@ -14,9 +14,8 @@ the host-side cap passes, so the whole process tree dies at the cap.
 
 The container's name is written on the sandbox's lease (:mod:`tasks_lib.sandbox.lease`) before
 it is created, and the container carries the lease id as a label: :meth:`DockerSandbox.close`
-removes it on every way out of a cell, the sweep (:mod:`tasks_lib.sweep`) after a ``kill -9``.
-It is not started with ``--rm`` (``auto_remove``): a cap kills the execution by restarting the
-container, which must survive its own stop.
+removes it on every way out of a cell, ``--rm`` (``auto_remove``) when it stops on its own (a
+restart at a cap keeps it), the sweep (:mod:`tasks_lib.sweep`) after a ``kill -9``.
 """
 
 from __future__ import annotations
@@ -185,7 +184,7 @@ class DockerSandbox:
                 _own(mount.host)
         env = sandbox_env(spec)
         return self.engine.containers.run(
-            ensure_image(self.engine), ["/bin/sleep", "infinity"], detach=True,
+            ensure_image(self.engine), ["/bin/sleep", "infinity"], detach=True, auto_remove=True,
             network_mode="none" if spec.network is NetworkPolicy.NONE else "host",
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",
