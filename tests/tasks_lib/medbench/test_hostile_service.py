@@ -66,8 +66,7 @@ Line = Callable[[list[dict[str, Any]]], bytes]
 
 
 def _raw(kind: str, answer: str) -> Line:
-    return lambda items: ('{"item_id": "%s", "answer": %s}' % (_by_type(items, kind), answer)
-                          ).encode()
+    return lambda items: f'{{"item_id": "{_by_type(items, kind)}", "answer": {answer}}}'.encode()
 
 
 CORPUS: dict[str, tuple[Line, str]] = {
@@ -84,9 +83,8 @@ CORPUS: dict[str, tuple[Line, str]] = {
     "1e16-box": (_raw("region", "[[0, 0, 1e16, 10]]"), "json_number_range"),
     "deep-nesting": (lambda _: b"[" * 50_000 + b"]" * 50_000, "json_depth"),
     "deep-answer": (_raw("multi_label", "[" * 40 + "]" * 40), "json_depth"),
-    "duplicate-key": (lambda items: ('{"item_id": "%s", "answer": "A", "answer": "B"}'
-                                     % _by_type(items, "single_choice")).encode(),
-                      "appears twice"),
+    "duplicate-key": (lambda items: f'{{"item_id": "{_by_type(items, "single_choice")}", '
+                                    '"answer": "A", "answer": "B"}'.encode(), "appears twice"),
     "not-utf8": (lambda items: b'{"item_id": "\xff\xfe", "answer": "A"}', "not UTF-8"),
     "line-over-1MiB": (_raw("string", '"' + "x" * (1 << 20) + '"'), "line longer than"),
     "answer-object": (_raw("string", '{"a": 1}'), "answer"),
