@@ -182,6 +182,52 @@ def test_a_run_over_its_disk_quota_leaves_no_scratch_bytes(
     assert _cell_lease(os.getpid()) is None  # the lease is released
 
 
+SANDBOX_OWNER = """
+import sys, tempfile
+from pathlib import Path
+from tasks_lib.sandbox.base import Language, agent_spec
+from tasks_lib.sandbox.local import BwrapSandbox
+root = Path(tempfile.mkdtemp())
+(root / "public").mkdir(); (root / "workspace").mkdir()
+sandbox = BwrapSandbox(agent_spec(root / "public", root / "workspace", []))
+print(sandbox.lease.path, flush=True)
+sandbox.execute(Language.BASH, f"sleep 300; echo {sys.argv[1]}", 600)
+"""
+
+
+@needs_bwrap
+def test_the_sandbox_dies_with_its_owner_and_the_sweep_frees_the_rest() -> None:
+    from tasks_lib.sweep import sweep_orphans
+
+    marker = f"orphan-{uuid.uuid4().hex[:10]}"
+    owner = subprocess.Popen([sys.executable, "-c", SANDBOX_OWNER, marker],
+                             stdout=subprocess.PIPE, text=True)
+    try:
+        assert owner.stdout is not None
+        lease = Path(owner.stdout.readline().strip())
+        deadline = time.monotonic() + 60
+        while not any(cmdline(p).startswith("sleep") for p in _run_processes(marker)):
+            assert owner.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        record = read_lease(lease)
+        assert record is not None and len(record.groups) == 1
+        etc = record.scratch[0].path
+        assert etc.is_dir()
+    finally:
+        owner.kill()
+        owner.wait()
+    try:
+        deadline = time.monotonic() + 5
+        while _run_processes(marker) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not _run_processes(marker), "strace, bwrap or the agent outlived their owner"
+        removed = sweep_orphans()
+        assert any(line.endswith(f"removed scratch {etc} (0.0 MiB)") for line in removed)
+        assert not lease.exists() and not etc.exists()
+    finally:
+        for pid in _run_processes(marker):
+            os.kill(pid, signal.SIGKILL)
+
 DOCKER_OWNER = """
 import sys, tempfile, time
 from pathlib import Path
