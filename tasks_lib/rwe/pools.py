@@ -33,10 +33,14 @@ def rwe_pool_urls() -> list[str]:
 
 
 def find_pool(study_id: str) -> str:
-    """The newest published RWE pool that holds ``study_id``."""
+    """The newest published RWE pool that holds ``study_id`` (it must be usable:
+    :func:`tasks_lib.pool_lock.require_usable`)."""
+    from tasks_lib.pool_lock import require_usable
+
     for url in rwe_pool_urls():
         manifest = load_study_pool(Storage(url), private=False).manifest
         if study_id in manifest.studies:
+            require_usable(url)
             return url
     raise InputDataError(f"study {study_id}", f"no published RWE pool holds it; build one with: "
                                               f"{BUILD}")

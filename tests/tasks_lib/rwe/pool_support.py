@@ -49,6 +49,8 @@ class TestPool(NamedTuple):
 @lru_cache(maxsize=1)
 def built_pool(seed: int = 0) -> TestPool:
     """Every shipped study, built on the process's shared EHR database in the cluster."""
+    from support.audited import record_override
+
     from tasks_lib.rwe import build
     from tasks_lib.rwe.studies import load_studies
     from tasks_lib.rwe.types import SchemaNames
@@ -59,6 +61,7 @@ def built_pool(seed: int = 0) -> TestPool:
     root = Storage.from_settings().child(f"pools/rwe-run-tests-{os.getpid()}/v1")
     manifest = build.write_pool(root, f"rwe-run-tests-{os.getpid()}", 1, seed, N_PATIENTS,
                                 shared.loaded, shared.loaded.database, SchemaNames(), builds)
+    record_override(root.root_url, "rwe")
     store.record_pool(PoolRow(pool_id=manifest.pool_id, version=1, track="rwe",
                               content_hash=manifest.content_hash,
                               manifest_url=root.url("manifest.json"),
