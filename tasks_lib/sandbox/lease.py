@@ -90,7 +90,8 @@ class LeaseRecord(Frozen):
     host: str = Field(description="Hostname of the owner.")
     boot: str = Field(description="Boot id of the owner's machine.")
     owner_pid: int = Field(description="Pid of the process that holds the lease.")
-    owner_start: int = Field(description="The owner's start time (clock ticks since boot).")
+    owner_start: int = Field(description="The owner's start time (clock ticks since boot; 0 "
+                                         "where /proc does not tell).")
     created: float = Field(description="Unix time the lease was opened.")
     groups: list[Group] = Field(default_factory=list, description="Live process groups.")
     cgroups: list[Path] = Field(default_factory=list, description="cgroup folders to empty "
@@ -103,7 +104,17 @@ class LeaseRecord(Frozen):
         another host counts as alive: this host cannot judge it."""
         if self.host != socket.gethostname():
             return True
-        return self.boot == boot_id() and start_time(self.owner_pid) == self.owner_start
+        if self.boot != boot_id():
+            return False
+        if self.owner_start == 0:  # no /proc here: the pid alone has to do
+            try:
+                os.kill(self.owner_pid, 0)
+            except ProcessLookupError:
+                return False
+            except PermissionError:
+                return True
+            return True
+        return start_time(self.owner_pid) == self.owner_start
 
 
 def read_lease(path: Path) -> LeaseRecord | None:

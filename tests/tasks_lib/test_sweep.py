@@ -88,7 +88,13 @@ def test_live_foreign_and_reused_leases(leases: Path, tmp_path: Path) -> None:
     stale = Lease("run-reused", scratch=[reused])
     stale.record = stale.record.model_copy(update={"owner_start": stale.record.owner_start - 1})
     stale._write()
+    # a host without /proc start times (owner_start 0): the live pid alone keeps the lease
+    bare = Lease("run-bare", scratch=[keep])
+    bare.record = bare.record.model_copy(update={"owner_start": 0})
+    bare._write()
     removed = sweep_orphans()
+    assert bare.path.exists()
+    bare.release()
     assert removed == [f"lease {stale.record.lease_id} (owner pid {os.getpid()} gone): removed "
                        f"scratch {reused} (0.0 MiB)"]
     assert keep.is_dir() and foreign.is_dir() and not reused.exists()
