@@ -130,22 +130,49 @@ def test_editing_an_imaging_reference_refuses_and_unchanged_pools_cost_a_stat(
         target.write_bytes(original)
 
 
-def test_a_pool_whose_audit_did_not_finish_is_refused(tmp_path: Path) -> None:
-    from flows.score import register_upload_step
-
+@pytest.fixture(scope="module")
+def unaudited_pool(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """A pool version written by the construct tail, which was killed before its audit
+    gate: no ``audit.json``, no lock, no ledger row."""
     card = load_task(TASK)
     rendered = steps.render.fn(card)
-    published = steps.publish.fn(card, str(tmp_path / "pool"), rendered,
-                                 steps.deidentify_step.fn(card, rendered))
-    steps.sample_submission.fn(published.url, published.manifest)  # killed before the gate
+    published = steps.publish.fn(card, str(tmp_path_factory.mktemp("unaudited") / "pool"),
+                                 rendered, steps.deidentify_step.fn(card, rendered))
+    steps.sample_submission.fn(published.url, published.manifest)
+    return published.url
+
+
+NOT_AUDITED = r"audit\.json: no audit record .* medflows audit pool .*\(medflows pool build"
+
+
+def test_a_pool_whose_audit_did_not_finish_is_refused(unaudited_pool: str,
+                                                      tmp_path: Path) -> None:
+    from flows.score import register_upload_step
+
     sub = tmp_path / "sub"
-    write_baseline(BaselineKind.PERFECT, published.url, sub)
-    expected = r"audit\.json: no audit record .* medflows audit pool .*\(medflows pool build"
-    with pytest.raises(PoolUnusableError, match=expected):
-        register_upload_step.fn(TASK, str(sub), published.url)  # score submission --pool
-    with pytest.raises(PoolUnusableError, match=expected):
-        resolve_pool(published.url)  # what execute resolves --pool with
-    assert not (Path(published.url) / LOCK_JSON).exists()  # a refused pool is not locked
+    write_baseline(BaselineKind.PERFECT, unaudited_pool, sub)
+    with pytest.raises(PoolUnusableError, match=NOT_AUDITED):
+        register_upload_step.fn(TASK, str(sub), unaudited_pool)  # score submission --pool
+    with pytest.raises(PoolUnusableError, match=NOT_AUDITED):
+        resolve_pool(unaudited_pool)  # what execute resolves --pool with
+    assert not (Path(unaudited_pool) / LOCK_JSON).exists()  # a refused pool is not locked
+
+
+@pytest.mark.slow
+def test_score_submission_cli_refuses_an_unaudited_pool_in_one_line(
+        prefect_harness: None, unaudited_pool: str, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from flows.cli import imaging  # noqa: F401  (registers the commands)
+    from flows.cli.groups import app
+
+    sub = tmp_path / "sub"
+    write_baseline(BaselineKind.PERFECT, unaudited_pool, sub)
+    done = CliRunner().invoke(app, ["score", "submission", "--task", TASK, "--submission",
+                                    str(sub), "--pool", unaudited_pool, "--json"])
+    assert done.exit_code == 2 and done.stdout == ""
+    assert done.stderr.startswith(f"error: {unaudited_pool}/audit.json: no audit record")
+    assert done.stderr.count("\n") == 1 and "medflows audit pool" in done.stderr
 
 
 def test_audit_records_of_other_content_or_unclean_without_reason_are_refused(
