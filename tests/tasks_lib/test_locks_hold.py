@@ -49,7 +49,7 @@ class HashCounter:
 
 @pytest.fixture(scope="module")
 def vqa_pool(tmp_path_factory: pytest.TempPathFactory) -> str:
-    url, _ = build_pool(TASK, tmp_path_factory.mktemp("locks"))
+    url: str = build_pool(TASK, tmp_path_factory.mktemp("locks"))[0]
     return url
 
 
