@@ -12,7 +12,8 @@ locked and not checked. Pools published before locks existed are locked at their
 **Verifying.** :func:`verify_pool` compares each locked file with the lock and refuses a changed,
 missing or resized one, naming it. Hashing a large pool on every scoring would be slow, so a
 verified digest is cached in a local file keyed by the file's ``(size, mtime_ns, ctime_ns,
-inode)``: an unchanged pool on a local disk costs one ``stat`` per file. The cache lives under
+inode)``: an unchanged pool on a local disk costs one ``stat`` per file (a file changed within
+:data:`RACY_NS` before it was hashed is hashed again next time). The cache lives under
 the storage root (``cache/pool-locks/``) when that is a local folder; other pools (``s3://``,
 ``memory://``) are hashed on every verification.
 
@@ -29,6 +30,7 @@ import hashlib
 import json
 import os
 import posixpath
+import time
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
@@ -49,6 +51,9 @@ UNLOCKED = frozenset({AUDIT_JSON, LOCK_JSON})
 CHUNK = 1 << 20
 SHOWN = 3
 """Changed files named in one error beyond the first."""
+RACY_NS = 1_000_000_000
+"""A file changed less than this before it was hashed is not cached: a change within the
+file system's timestamp granularity could leave its stat as it was (git's "racily clean")."""
 REBUILD = ("restore the file or build a new version (medflows pool build …, medflows pool "
            "rotate …)")
 
@@ -161,11 +166,13 @@ class DigestCache:
                 return LockedFile(size=st.size, sha256=str(cached[4]))
         elif _local(self.root) or not self.root.exists(key):
             return None
+        started = time.time_ns()
         digest = file_sha256(self.root, key)
         if st is None:
             return LockedFile(size=int(self.root.fs.size(self.root.path(key))), sha256=digest)
-        self.entries[key] = [*st, digest]
-        self.dirty = True
+        if self.stat(key) == st and max(st.mtime_ns, st.ctime_ns) < started - RACY_NS:
+            self.entries[key] = [*st, digest]
+            self.dirty = True
         return LockedFile(size=st.size, sha256=digest)
 
     def save(self) -> None:
@@ -210,10 +217,13 @@ def read_lock(root: Storage) -> PoolLock | None:
     if not root.exists(LOCK_JSON):
         return None
     try:
-        return PoolLock.model_validate(root.read_json(LOCK_JSON))
+        lock = PoolLock.model_validate(root.read_json(LOCK_JSON))
+        for key in lock.files:
+            root.path(key)  # a key outside the pool raises StorageKeyError
     except (ValueError, ValidationError):
         raise PoolUnusableError(root.url(LOCK_JSON), "unreadable lock: the pool's lock was "
                                                      f"changed; {REBUILD}") from None
+    return lock
 
 
 def _changed(want: LockedFile, got: LockedFile | None) -> str | None:
