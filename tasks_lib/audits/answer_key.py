@@ -13,7 +13,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from evaluators.core import Track
-from tasks_lib.audits.pool import PoolInfo, file_digests, pool_files, qa_rows
+from tasks_lib.audits.encoded import build_index, search_public
+from tasks_lib.audits.marks import qa_marks
+from tasks_lib.audits.pool import PoolInfo, file_digests, pool_files, qa_rows, read_capped
 from tasks_lib.audits.report import Finding, Severity
 from tasks_lib.storage import Storage
 
@@ -28,16 +30,18 @@ LABEL_NAME = re.compile(r"(?i)(^|[^a-z])(labels?|masks?|gt|ground[_-]?truth|refe
 """A public path component that suggests a case's label, mask or reference."""
 ANSWER_TEXT = re.compile(r"(?i)\b(?:correct\s+)?answer\s*(?:is|:|=)\s*\(?([A-J])\)?(?![A-Za-z])")
 """An item text that names an option letter as the answer."""
-HEX = re.compile(r"(?<![0-9a-f])[0-9a-f]{32,64}(?![0-9a-f])")
-"""Hex digests in a public file's (lower-cased) text."""
+HEX = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{32,64}(?![0-9a-fA-F])")
+"""Hex digests in a public file's bytes."""
 TEXT_LIMIT = 64 * 2**20
 """Public files up to this size are searched as text (larger ones only by digest)."""
 
 
 def _rows(key: str, data: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
     """``(where, row)`` of every object row of a JSON / JSONL / CSV public file."""
-    text = data.decode("utf-8", "replace")
     low = key.lower()
+    if not low.endswith((".jsonl", ".json", ".csv")):
+        return
+    text = data.decode("utf-8", "replace")
     if low.endswith(".jsonl"):
         for n, line in enumerate(text.splitlines(), 1):
             try:
@@ -106,7 +110,7 @@ def check_answer_key(info: PoolInfo) -> Finding:
                 for r in qa_rows(root, "references")}
     hits: list[str] = []
     for key in pool_files(root, "public"):
-        sha = file_digests(root, key)["sha256"]
+        sha = file_digests(root, key, ("sha256",))["sha256"]
         if sha in by_sha and root.fs.size(root.path(key)):
             hits.append(f"{key}: byte-identical to the reference {by_sha[sha]} "
                         "(rule: no private file in the public view)")
@@ -114,11 +118,12 @@ def check_answer_key(info: PoolInfo) -> Finding:
         if key not in samples and any(LABEL_NAME.search(p.rsplit(".", 1)[0]) for p in parts):
             hits.append(f"{key}: file name suggests a label/mask/reference (rule: "
                         f"{LABEL_NAME.pattern})")
-        if root.fs.size(root.path(key)) > TEXT_LIMIT:
+        data = read_capped(root, key, TEXT_LIMIT)
+        if data is None:
             continue
-        data = root.read_bytes(key)
-        text = data.decode("utf-8", "replace").lower()
-        for digest in sorted(set(HEX.findall(text)) & hexes.keys()):
+        binary = b"\x00" in data[:65536]  # digests are searched in text files
+        found = set() if binary else {h.decode("ascii").lower() for h in HEX.findall(data)}
+        for digest in sorted(found & hexes.keys()):
             hits.append(f"{key}: contains the digest {digest[:16]}… of the reference "
                         f"{hexes[digest]} (rule: no reference digest in the public view)")
         if key in samples:
@@ -131,10 +136,30 @@ def check_answer_key(info: PoolInfo) -> Finding:
                             f"a pool case ({case}) (rule: no reference field in public rows)")
             if refs and case:
                 hits += _answer_text(where, row, refs)
+    hits += encoded_hits(root, samples)
+    if info.track is Track.QA:
+        hits += qa_marks(root)
     return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
-                   rule="no public file is a copy or digest of a private reference, carries a "
-                        "reference field on a row naming a case, has a label-like name, or "
-                        "(QA) states the reference letter as 'Answer: X'", evidence=hits[:200])
+                   rule="no public file is a copy or digest of a private reference or holds "
+                        "one in another encoding (compressed, archived, base64/hex, arrays, "
+                        "slices of a stack, rows, text), carries a reference field on a row "
+                        "naming a case, has a label-like name, is a symlink or special file, "
+                        "or (QA) states the reference letter as 'Answer: X' or marks the gold "
+                        "option far above chance", evidence=hits[:200])
+
+
+def encoded_hits(root: Storage, samples: set[str], numbers: list[tuple[float, str]] | None = None
+                 ) -> list[str]:
+    """Evidence lines of the content search (:mod:`tasks_lib.audits.encoded`): every public
+    view holding a reference other than a whole-file byte copy (named by the callers), every
+    symlink or special file, every file not searched in full within the decoding caps."""
+    index = build_index(root, numbers)
+    found, notes = search_public(root, index, samples)
+    lines = [f"{n} (rule: the public view holds regular files only)"
+             if "symlink" in n or "not a regular file" in n else
+             f"{n} (rule: every public file is searched in full within the decoding limits)"
+             for n in notes]
+    return lines + [h.line() for h in found]
 
 
 def _answer_text(where: str, row: dict[str, Any], refs: dict[str, str]) -> list[str]:

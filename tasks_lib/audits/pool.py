@@ -4,13 +4,18 @@ files and their digests, its QA rows, and the floors and injection payloads unde
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
 import posixpath
+import stat
 from collections.abc import Iterator
 from functools import lru_cache
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO, NamedTuple
 
 import yaml
+from fsspec.implementations.local import LocalFileSystem
 
 from evaluators.core import InputDataError, Track
 from tasks_lib.domain import Frozen
@@ -77,19 +82,101 @@ def injections() -> list[dict[str, str]]:
     return rows
 
 
+class Listing(NamedTuple):
+    """The entries under a prefix of a pool: regular files, and what is not one."""
+
+    files: list[str]
+    """Keys of the regular files (sorted)."""
+    odd: list[str]
+    """One line per symlink (with its target; never followed) or special file (FIFO, socket,
+    device; never opened), and why the listing stopped early, if it did."""
+
+
+def _is_local(root: Storage) -> bool:
+    return isinstance(root.fs, LocalFileSystem)
+
+
+def list_pool(root: Storage, prefix: str) -> Listing:
+    """Every entry under ``prefix``: on a local pool a bounded walk that follows no symlink
+    (:func:`~tasks_lib.sandbox.hostio.iter_tree`); elsewhere (``memory://``, ``s3://``, which
+    have no links) the store's listing."""
+    if not _is_local(root):
+        base = root.path(prefix)
+        found = sorted(root.fs.find(base)) if root.fs.exists(base) else []
+        return Listing([posixpath.relpath(str(p), root.root_path) for p in found], [])
+    from tasks_lib.sandbox.hostio import iter_tree
+
+    top = Path(root.path(prefix))
+    if top.is_symlink():
+        return Listing([], [f"{prefix} -> {os.readlink(top)}: the {prefix} view is itself a "
+                            "symlink (never followed)"])
+    files: list[str] = []
+    odd: list[str] = []
+    for entry in iter_tree(top):
+        if isinstance(entry, str):
+            odd.append(f"{prefix}: listing stopped: {entry}")
+            break
+        key = f"{prefix}/{entry.rel}"
+        if stat.S_ISREG(entry.mode):
+            files.append(key)
+        elif stat.S_ISLNK(entry.mode):
+            odd.append(_link(top, entry.rel, prefix))
+        elif not stat.S_ISDIR(entry.mode):
+            odd.append(f"{key}: {_kind(entry.mode)}, not a regular file (never opened)")
+    return Listing(sorted(files), sorted(odd))
+
+
+def _link(top: Path, rel: str, prefix: str) -> str:
+    """What a symlink points at, and whether that is outside ``top`` (resolved by name only;
+    nothing behind the link is read)."""
+    target = os.readlink(top / rel)
+    inside = Path(os.path.realpath(top / rel)).is_relative_to(os.path.realpath(top))
+    where = f"stays inside {prefix}/" if inside else f"leaves the {prefix} view"
+    return f"{prefix}/{rel} -> {target}: symlink {where} (never followed)"
+
+
+def _kind(mode: int) -> str:
+    if stat.S_ISFIFO(mode):
+        return "a FIFO"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    return "a device" if stat.S_ISCHR(mode) or stat.S_ISBLK(mode) else "a special file"
+
+
 def pool_files(root: Storage, prefix: str) -> Iterator[str]:
-    """Every file key under ``prefix`` (recursive, sorted)."""
-    base = root.path(prefix)
-    if not root.fs.exists(base):
-        return
-    for p in sorted(root.fs.find(base)):
-        yield posixpath.relpath(str(p), root.root_path)
+    """Every regular file key under ``prefix`` (recursive, sorted; symlinks and special files
+    are left out: :func:`list_pool` names them)."""
+    yield from list_pool(root, prefix).files
 
 
-def file_digests(root: Storage, key: str) -> dict[str, str]:
-    """md5, sha1 and sha256 hex digests of a stored file, streamed."""
-    hashes = {name: hashlib.new(name) for name in DIGESTS}
-    with root.open(key) as fh:
+def open_file(root: Storage, key: str) -> BinaryIO:
+    """A stored regular file opened for reading; on a local pool without following a symlink
+    and without blocking (a FIFO swapped in after the listing raises instead of hanging).
+
+    Raises:
+        OSError: the key is a symlink, a special file or gone.
+    """
+    if not _is_local(root):
+        fh: BinaryIO = root.open(key)
+        return fh
+    fd = os.open(root.path(key), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise OSError(errno.EINVAL, "not a regular file", root.path(key))
+    return os.fdopen(fd, "rb")
+
+
+def read_capped(root: Storage, key: str, cap: int) -> bytes | None:
+    """The bytes of a stored regular file, or None when it holds more than ``cap``."""
+    with open_file(root, key) as fh:
+        data = fh.read(cap + 1)
+    return None if len(data) > cap else data
+
+
+def file_digests(root: Storage, key: str, names: tuple[str, ...] = DIGESTS) -> dict[str, str]:
+    """Hex digests (default md5, sha1 and sha256) of a stored file, streamed."""
+    hashes = {name: hashlib.new(name) for name in names}
+    with open_file(root, key) as fh:
         while chunk := fh.read(2**20):
             for h in hashes.values():
                 h.update(chunk)

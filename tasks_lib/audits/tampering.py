@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from evaluators.core import Track
-from tasks_lib.audits.pool import PoolInfo, pool_files
+from tasks_lib.audits.pool import PoolInfo, list_pool, pool_files
 from tasks_lib.audits.report import Finding, Severity
 from tasks_lib.audits.scoring import imaging_baseline, score_folder, write_answers
 from tasks_lib.records import ScoreCard
@@ -72,12 +72,8 @@ def _spec_exposure(info: PoolInfo, work: Path) -> list[str]:
         return []
     pool = Path(root.root_path).resolve()
     private = pool / "private"
-    hits: list[str] = []
-    for key in pool_files(root, "public"):
-        p = Path(root.path(key))
-        if p.is_symlink() and not p.resolve().is_relative_to((pool / "public").resolve()):
-            hits.append(f"{key}: symlink to {p.resolve()} outside the public view (rule: the "
-                        "agent reads only public/)")
+    hits = [f"{line} (rule: the agent reads only public/)"
+            for line in list_pool(root, "public").odd if "leaves the public view" in line]
     workspace = work / "spec-workspace"
     workspace.mkdir(parents=True, exist_ok=True)
     spec = agent_spec(pool / "public", workspace, [str(private)])

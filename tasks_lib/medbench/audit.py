@@ -7,8 +7,11 @@ own checks, reported as the same :class:`~tasks_lib.audits.report.AuditReport` a
 * ``null_agents``: no submission scores 0; all-empty answers score exactly what the "both
   empty" rules give (computed independently from the references); a constant letter on the
   single-choice tasks stays within chance + 3 binomial SE + 0.02 per task (a warning, as QA).
-* ``answer_key``: no public file is byte-identical to a private one; no public row carries a
-  private field; no open-ended reference text or key point appears in a public prompt.
+* ``answer_key``: no public file is byte-identical to a private one or holds one in another
+  encoding (:mod:`tasks_lib.audits.encoded`); no symlink or special file in ``public/``; no public
+  row carries a private field; no open-ended reference text or key point appears in a public
+  prompt; no mark (a trailing ``*``, a hint, the gold option's position or length) picks the gold
+  option of the single-choice items far above chance (:mod:`tasks_lib.audits.marks`).
 * ``judge_injection``: the audit's injection payloads (``datasets/audit/injections.yaml``)
   appended to an answer never raise its rubric-judge value.
 """
@@ -26,12 +29,15 @@ from evaluators.core import InputDataError, RunStatus, Track
 from evaluators.judges.medbench import JudgeCase, load_rubric
 from evaluators.medbench import normalize
 from tasks_lib.audit import require_clean
-from tasks_lib.audits.pool import injections
+from tasks_lib.audits.answer_key import encoded_hits
+from tasks_lib.audits.marks import ChoiceItem, mark_findings
+from tasks_lib.audits.pool import file_digests, injections, pool_files
 from tasks_lib.audits.report import AuditReport, Finding, GateRecord, Severity
 from tasks_lib.medbench.items import (
     PUBLIC_ITEMS,
     SUBMISSION_FILE,
     AnswerType,
+    PublicItem,
     Reference,
     read_manifest,
     read_public_items,
@@ -109,21 +115,32 @@ def check_null_agents(url: str, work: Path) -> Finding:
                         f"constant={const.task_score:.2f})", evidence=evidence + warn)
 
 
+def _choice_marks(items: list[PublicItem], refs: dict[str, Reference]) -> list[str]:
+    """Marks singling out the gold option of the single-choice items (a trailing ``*``, a
+    hint, the position or length of the gold option): :mod:`tasks_lib.audits.marks`."""
+    choice = [ChoiceItem(it.item_id, it.prompt, dict(it.options), refs[it.item_id].letter or "")
+              for it in items if it.options and it.item_id in refs]
+    return mark_findings(PUBLIC_ITEMS, choice)
+
+
 def check_answer_key(url: str) -> Finding:
-    """Nothing private is in the public view."""
+    """Nothing private is in the public view, in any encoding, and no mark singles out a gold
+    option."""
     root = Storage(url)
     hits: list[str] = []
-    private = {root.read_bytes(k) for k in root.list("private") if not root.fs.isdir(
-        root.path(k))}
-    for key in root.list("public"):
-        if not root.fs.isdir(root.path(key)) and root.read_bytes(key) in private:
+    private = {file_digests(root, k)["sha256"] for k in pool_files(root, "private")}
+    for key in pool_files(root, "public"):
+        if file_digests(root, key)["sha256"] in private:
             hits.append(f"{key}: byte-identical to a private file")
+    hits += encoded_hits(root, set())
     for n, line in enumerate(root.read_text(PUBLIC_ITEMS).splitlines(), 1):
         leaked = sorted(PRIVATE_FIELDS & set(json.loads(line)))
         if leaked:
             hits.append(f"{PUBLIC_ITEMS} line {n}: private field(s) {', '.join(leaked)}")
     refs = read_references(url)
-    for item in read_public_items(url):
+    items = read_public_items(url)
+    hits += _choice_marks(items, refs)
+    for item in items:
         ref = refs.get(item.item_id)
         if ref is None or ref.answer_type is not AnswerType.OPEN_ENDED:
             continue
@@ -132,8 +149,9 @@ def check_answer_key(url: str) -> Finding:
             if len(secret) >= 8 and normalize(secret) in prompt:
                 hits.append(f"{item.item_id}: the prompt states its reference/key point")
     return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
-                   rule="no private file, field, reference text or key point in the public "
-                        "view", evidence=hits[:200])
+                   rule="no private file (in any encoding), field, reference text or key point "
+                        "in the public view, no symlink or special file, no mark singling out "
+                        "the gold option", evidence=hits[:200])
 
 
 def check_judge_injection(url: str, judge_model: str | None) -> Finding:

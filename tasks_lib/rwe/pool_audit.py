@@ -1,7 +1,8 @@
 """Exploit audit of an RWE study pool (the construct gate records it like the other tracks'
 audits: :func:`tasks_lib.audit.require_clean` writes ``audit.json``).
 
-Checks: ``answer_key`` (the public view carries no answer, key or value), ``database_leak``
+Checks: ``answer_key`` (the public view carries no answer, key or value, under any name or
+encoding: :mod:`tasks_lib.audits.encoded`), ``database_leak``
 (the agent-readable schemas of the study database hold only the documented tables and columns,
 without comments, so no gold answer or planted parameter can hide there; spec §11.15),
 ``trap_panel`` (every study has traps and each flipped a scored field) and ``null_agents``
@@ -16,6 +17,8 @@ from datetime import UTC, datetime
 import psycopg2
 
 from evaluators.core import Track
+from tasks_lib.audits.answer_key import encoded_hits
+from tasks_lib.audits.pool import file_digests, pool_files
 from tasks_lib.audits.report import AuditReport, Finding, Severity
 from tasks_lib.rwe import schema
 from tasks_lib.rwe.load import dsn
@@ -37,12 +40,21 @@ NULL_SR_FLOOR = 0.25
 """Largest SR a constant-letter, null-effect agent may reach on the pool."""
 
 
-def _answer_key(root: Storage) -> Finding:
+def _answer_key(root: Storage, answers: list[StudyAnswers]) -> Finding:
     text = root.read_text(POOL_FILES["studies"])
-    hits = [k for k in LEAK_KEYS if k in text]
+    hits = [f"public/studies.jsonl contains {k}" for k in LEAK_KEYS if k in text]
+    private = {file_digests(root, k)["sha256"]: k for k in pool_files(root, "private")}
+    hits += [f"{k}: byte-identical to the reference {private[d]} (rule: no private file in the "
+             "public view)" for k in pool_files(root, "public")
+             if (d := file_digests(root, k)["sha256"]) in private]
+    values = [(f.exact, f"{POOL_FILES['answers']} {a.study_id}.{f.id}")
+              for a in answers for f in a.fields.values()]
+    hits += encoded_hits(root, set(), values)
     return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
-                   rule="public/studies.jsonl carries no answer, MCQ key or value",
-                   evidence=[f"public/studies.jsonl contains {k}" for k in hits])
+                   rule="public/studies.jsonl carries no answer, MCQ key or value; no public "
+                        "file (any name, any encoding) holds a private file, an answer row or "
+                        "an unrounded answer value; no symlink or special file in public/",
+                   evidence=hits[:200])
 
 
 def _database_leak(url: str, schemas: SchemaNames) -> Finding:
@@ -118,9 +130,9 @@ def audit_rwe_pool(pool_url: str, database_url: str) -> AuditReport:
     root = Storage(pool_url)
     pool = load_study_pool(root)
     m: RWEPoolManifest = pool.manifest
-    findings = [_answer_key(root), _database_leak(database_url, m.schemas),
-                _trap_panel(root, m.studies), _variant_panel(root),
-                _null_agents(list(pool.answers.values()))]
+    findings = [_answer_key(root, list(pool.answers.values())),
+                _database_leak(database_url, m.schemas), _trap_panel(root, m.studies),
+                _variant_panel(root), _null_agents(list(pool.answers.values()))]
     return AuditReport(pool_url=root.root_url, pool_id=m.pool_id, version=m.version,
                        pool_hash=m.content_hash, track=Track.RWE, created_at=datetime.now(UTC),
                        findings=findings)
