@@ -6,7 +6,8 @@ Bearer <key>``): none or a wrong one → 401. Routes:
 * ``POST /v1/submitters`` (admin): register ``{name, admin, uploads_per_day, items_per_minute}``
   → ``{name, api_key}`` (the key is shown once, stored hashed);
 * ``POST /v1/endpoints`` / ``GET /v1/endpoints``: register (list) model endpoints for API mode
-  ``{model_name, model_version, model, api_base}``;
+  ``{model_name, model_version, model, api_base, api_key}`` (the base must be a public http(s)
+  address, the key is stored encrypted and never returned: ``has_api_key``);
 * ``POST /v1/splits``: a new randomized split ``{subset?, seed?}`` → ``{split, items}`` (public
   items only; charged to items per minute); ``GET /v1/splits/{split_id}/images/{name}``: an
   image of one of the caller's splits (a multimodal item's ``image`` is ``images/<name>``);
@@ -36,13 +37,14 @@ from typing import Annotated
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi import Path as PathParam
 from fastapi.responses import JSONResponse, Response
-from pydantic import Field
+from pydantic import Field, SecretStr
 
 from evaluators.core import Frozen, InputDataError, UnknownNameError
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger.tables import EndpointRow
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import KeyGuard, KeyThrottled, RateLimited, Submitter
+from tasks_lib.medbench.endpoints import register_endpoint
 from tasks_lib.medbench.http_guard import BodyGuard, install
 from tasks_lib.medbench.items import PublicItem
 from tasks_lib.medbench.splits import SplitInfo, image_bytes, make_split
@@ -95,8 +97,13 @@ class NewEndpoint(Frozen):
     model_name: str = Field(min_length=1, max_length=64, description="Model name.")
     model_version: str = Field(min_length=1, max_length=128, description="Version string.")
     model: str = Field(min_length=1, max_length=200, description="litellm model string.")
-    api_base: str | None = Field(default=None, max_length=500,
-                                 description="OpenAI-compatible base URL (None: the provider's).")
+    api_base: str | None = Field(
+        default=None, max_length=500,
+        description="OpenAI-compatible base URL, http(s) on a public address (None: a model of "
+                    "the operator's providers); with it, model is openai/<name>.")
+    api_key: SecretStr | None = Field(
+        default=None, description="The endpoint's own API key, sent only to it (stored "
+                                  "encrypted, never returned; None: no credential).")
 
 
 class Endpoint(Frozen):
@@ -108,6 +115,7 @@ class Endpoint(Frozen):
     model_version: str = Field(description="Version string.")
     model: str = Field(description="litellm model string.")
     api_base: str | None = Field(description="Base URL.")
+    has_api_key: bool = Field(description="An API key of its own is stored (never returned).")
 
 
 class SplitRequest(Frozen):
@@ -130,7 +138,8 @@ class SplitDownload(Frozen):
 def _endpoint(row: EndpointRow) -> Endpoint:
     assert row.id is not None
     return Endpoint(endpoint_id=row.id, submitter=row.submitter, model_name=row.model_name,
-                    model_version=row.model_version, model=row.model, api_base=row.api_base)
+                    model_version=row.model_version, model=row.model, api_base=row.api_base,
+                    has_api_key=row.api_key_enc is not None)
 
 
 def caller(request: Request, x_api_key: Annotated[str | None, Header()] = None,
@@ -212,7 +221,9 @@ def create_app(score: Scorer, default_pool: str | None = None,
 
     @app.post("/v1/endpoints", status_code=201)
     def add_endpoint(body: NewEndpoint, who: Caller) -> Endpoint:
-        row = ledger.add_endpoint(EndpointRow(submitter=who.name, **body.model_dump()))
+        key = None if body.api_key is None else body.api_key.get_secret_value()
+        row = register_endpoint(who.name, body.model_name, body.model_version, body.model,
+                                body.api_base, key)
         if row is None:
             raise HTTPException(409, f"{body.model_name}@{body.model_version} is already "
                                      "registered (a new version needs a new version string)")
