@@ -180,8 +180,7 @@ class KeyGuard:
             return None
         row = ledger.submitter_by_key_id(match.group(1))
         if row is None or row.key_salt is None or row.key_hash is None:
-            self._check([f"client:{client}"], now)
-            self._fail([f"client:{client}"], now)
+            self._reserve([f"client:{client}"], now)
             return None
         key_id, secret = match.group(1), match.group(2)
         quick = hashlib.sha256(secret.encode()).digest()
@@ -191,32 +190,39 @@ class KeyGuard:
                                                                                    quick):
             return public(row)
         keys = [f"client:{client}", f"key:{key_id}"]
-        self._check(keys, now)
+        self._reserve(keys, now)
         if not hmac.compare_digest(_hash(secret, bytes.fromhex(row.key_salt)), row.key_hash):
-            self._fail(keys, now)
             return None
         with self._lock:
+            self._release(keys, now)
             if len(self._verified) >= self._max_tracked:
                 self._verified.pop(next(iter(self._verified)))
             self._verified[key_id] = (row.key_hash, quick)
         return public(row)
 
-    def _check(self, keys: list[str], now: float) -> None:
+    def _reserve(self, keys: list[str], now: float) -> None:
+        """Count an attempt as failed before checking it (so concurrent attempts cannot pass
+        the limit together), or raise :class:`KeyThrottled` without counting it."""
+        since = now - self.limit.window_s
         with self._lock:
             waits = [wait_s([Event(at, 1) for at in self._failures.get(k, ())], self.limit, 1,
                             now) for k in keys]
-        worst = max((w for w in waits if w), default=0.0)
-        if worst:
-            raise KeyThrottled(worst)
-
-    def _fail(self, keys: list[str], now: float) -> None:
-        since = now - self.limit.window_s
-        with self._lock:
+            worst = max((w for w in waits if w), default=0.0)
+            if worst:
+                raise KeyThrottled(worst)
             for key in keys:
                 recent = [at for at in self._failures.pop(key, ()) if at > since]
                 self._failures[key] = [*recent[-self.limit.limit:], now]
             while len(self._failures) > self._max_tracked:
                 self._failures.pop(next(iter(self._failures)))
+
+    def _release(self, keys: list[str], now: float) -> None:
+        """Take back the failure :meth:`_reserve` counted for an attempt that succeeded (the
+        caller holds the lock)."""
+        for key in keys:
+            attempts = self._failures.get(key)
+            if attempts and now in attempts:
+                attempts.remove(now)
 
 
 def limits(submitter: Submitter) -> tuple[Limit, Limit]:
