@@ -80,7 +80,8 @@ class RateLimited(Exception):
 def check_name(name: str) -> str:
     """A valid account name (letters, digits, ``._-``; ≤ 64 characters)."""
     if not _NAME.match(name):
-        raise InputDataError("submitter", f"invalid name {name!r} (letters, digits, '._-', "
+        shown = repr(name[:40]) + ("…" if len(name) > 40 else "")
+        raise InputDataError("submitter", f"invalid name {shown} (letters, digits, '._-', "
                                           "at most 64 characters)")
     return name
 

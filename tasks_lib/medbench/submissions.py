@@ -315,8 +315,8 @@ def store_upload(text: bytes, source: str, submitter: Submitter, model_version: 
     """
     now = time.time() if now is None else now
     name = check_name(model_name or submitter.name)
-    if not model_version.strip() or len(model_version) > 128:
-        raise InputDataError("model version", "must be 1–128 characters")
+    if not model_version.strip() or len(model_version) > 128 or not model_version.isprintable():
+        raise InputDataError("model version", "must be 1–128 printable characters")
     checked = check_upload(text, source, submitter.name, now)
     row = _lock_row(checked, text, submitter, name, model_version)
     earlier = ledger.find_upload(row)

@@ -172,6 +172,18 @@ def test_a_422_never_echoes_its_input(env: Env) -> None:
     assert r.status_code == 422 and "zzzz" not in r.text
 
 
+def test_a_model_version_with_control_characters_and_a_long_name_are_422(env: Env) -> None:
+    _, key = _submitter(env)
+    body = answers_for(_split(env, key)).encode()
+    for version in ("v1\x00", "a\nb", "\u200b" * 3):
+        r = env.client.post("/v1/submissions", params={"model_version": version}, content=body,
+                            headers={"X-API-Key": key})
+        assert r.status_code == 422 and "printable" in r.text, r.text
+    r = env.client.post("/v1/submitters", json={"name": "n" * 50_000},
+                        headers={"X-API-Key": env.admin})
+    assert r.status_code == 422 and len(r.content) < 500
+
+
 @pytest.mark.parametrize("sid", ["9223372036854775808", "99999999999999999999999", "0", "-1",
                                  "1e3", "nan"])
 def test_submission_ids_out_of_range_are_422(env: Env, sid: str) -> None:
