@@ -39,7 +39,7 @@ MIN_ROW = 24
 MIN_DIGITS = 5
 """Significant digits a public number needs to match a reference value."""
 _WORD = re.compile(r"[^0-9a-z]+")
-_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?![\w.])")
+_NUMBER = re.compile(r"(?<![\w.])[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?(?!\w|\.\d)")
 
 
 class ReferenceIndex(Frozen):

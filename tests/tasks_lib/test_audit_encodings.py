@@ -32,16 +32,16 @@ ARGS = ["--json", "--no-sandbox", "--judge-model", "rules"]
 MEDBENCH_TASKS = ["medqa-choice", "medqa-open", "dicom-string", "lesion-boxes", "safety-open"]
 
 
-def _audit_cli(pool: Path | str) -> tuple[int, list[str]]:
-    """Exit code of ``medflows audit pool`` and its answer_key evidence."""
+def _audit_cli(pool: Path | str, check: str = "answer_key") -> tuple[int, list[str]]:
+    """Exit code of ``medflows audit pool`` and the evidence of one check."""
     from flows.cli import audit as _cli  # noqa: F401  (registers the command)
     from flows.cli.groups import app
 
     res = CliRunner().invoke(app, ["audit", "pool", str(pool), *ARGS])
     assert res.exception is None or isinstance(res.exception, SystemExit), res.output
     out = json.loads(res.stdout)
-    key = next(f for f in out["findings"] if f["check"] == "answer_key")
-    return res.exit_code, key["evidence"]
+    found = next(f for f in out["findings"] if f["check"] == check)
+    return res.exit_code, found["evidence"]
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -197,6 +197,9 @@ def test_symlink_and_fifo_are_findings_not_crashes(qa_pool: Path, tmp_path: Path
     assert ("public/pipe: a FIFO, not a regular file (never opened) (rule: the public view "
             "holds regular files only)") in evidence
     assert not any("references.jsonl" in e for e in evidence)  # nothing read through the link
+    _, tampering = _audit_cli(pool, "grader_tampering")
+    assert tampering == ["public/x -> ../private: symlink leaves the public view (never "
+                         "followed) (rule: the agent reads only public/)"]
 
 
 # --------------------------------------------------------------------------- MedBench
