@@ -3,8 +3,8 @@ registers an endpoint with its own API key over HTTP; the endpoint is a local se
 records every request and behaves like a hostile one (it echoes the Authorization header in
 every reply and in 401 errors). ``execute medbench --endpoint`` runs and scores it with the
 operator's provider keys set. The operator's keys reach no request, no file under the storage
-root, no ledger row and no CLI output; the endpoint's own key reaches that endpoint only and is
-stored encrypted, never in plain text."""
+root, no ledger row, no Prefect record (flow parameters, step results) and no CLI output; the
+endpoint's own key reaches that endpoint only and is stored encrypted, never in plain text."""
 
 from __future__ import annotations
 
@@ -60,6 +60,19 @@ def _files(root: Path) -> Iterator[tuple[Path, bytes]]:
     for path in sorted(root.rglob("*")):
         if path.is_file():
             yield path, path.read_bytes()
+
+
+def _prefect_files() -> list[tuple[Path, bytes]]:
+    """Flow parameters, task inputs and persisted step results: the Prefect test server's
+    database and the results folder."""
+    import os
+
+    from prefect.settings import PREFECT_SERVER_DATABASE_CONNECTION_URL
+
+    database = Path(str(PREFECT_SERVER_DATABASE_CONNECTION_URL.value()).split("///", 1)[1])
+    found = [(p, p.read_bytes()) for p in database.parent.glob(database.name + "*")]
+    assert found, database
+    return found + list(_files(Path(os.environ["MEDFLOWS_RESULTS_DIR"])))
 
 
 def _ledger_dump(path: Path) -> str:
@@ -124,7 +137,9 @@ def test_operator_keys_never_leave_and_the_endpoint_key_goes_only_to_its_endpoin
     assert any(r["error"] and "Incorrect API key provided" in r["error"] for r in replies)
     assert any(r["text"] and "[REDACTED]" in r["text"] for r in replies)
 
-    stored = list(_files(tmp_path / "storage"))
+    prefect = _prefect_files()
+    assert any(pool.encode() in data for _, data in prefect)  # flow parameters are in the scan
+    stored = list(_files(tmp_path / "storage")) + prefect
     assert any(p.name == "predictions.jsonl" for p, _ in stored)
     assert any(p.parent.name == "scores" for p, _ in stored)
     dump = _ledger_dump(tmp_path / "ledger.db")
