@@ -31,6 +31,7 @@ import hashlib
 import json
 import re
 import time
+from collections.abc import Iterator
 from typing import NamedTuple
 
 from pydantic import Field
@@ -146,6 +147,16 @@ def _split_for(lines: list[tuple[int, Prediction]], source: str, submitter: str,
     return row
 
 
+def _lines(raw: str) -> Iterator[str]:
+    """The ``\n``-separated lines of ``raw``, one at a time (no list of them all)."""
+    start = 0
+    while start <= len(raw):
+        end = raw.find("\n", start)
+        end = len(raw) if end < 0 else end
+        yield raw[start:end]
+        start = end + 1
+
+
 def _parse(text: bytes, source: str) -> tuple[list[tuple[int, Prediction]], list[LineError]]:
     try:
         raw = text.decode("utf-8")
@@ -155,8 +166,8 @@ def _parse(text: bytes, source: str) -> tuple[list[tuple[int, Prediction]], list
         raise UploadRejected(source, [LineError(line=at, reason=why)], 1) from None
     good: list[tuple[int, Prediction]] = []
     errors: list[LineError] = []
-    for n, line in enumerate(raw.split("\n"), 1):
-        if n > MAX_LINES and line.strip():
+    for n, line in enumerate(_lines(raw), 1):
+        if n > MAX_LINES and (line.strip() or n > MAX_LINES + 1):
             why = f"more than {MAX_LINES} lines"
             raise UploadRejected(source, [LineError(line=n, reason=why)], 1)
         if not line.strip():

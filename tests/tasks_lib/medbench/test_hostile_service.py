@@ -115,6 +115,19 @@ def test_a_hostile_line_is_a_422_naming_its_line_and_charges_nothing(env: Env,
     assert len(store.runs()) == before
 
 
+def test_too_many_lines_are_refused_naming_the_first_line_past_the_cap(env: Env) -> None:
+    from tasks_lib.medbench.submissions import MAX_LINES
+
+    name, key = _submitter(env)
+    items = _split(env, key)
+    blank = answers_for(items).encode() + b"\n" * (MAX_LINES + 5)
+    r = _upload(env, key, blank)
+    assert r.status_code == 422, r.text[:300]
+    [error] = r.json()["errors"]
+    assert error["line"] == MAX_LINES + 2 and "more than 200000 lines" in error["reason"]
+    assert ledger.submissions(submitter=name) == []
+
+
 def test_oversize_uploads_and_bodies_are_413(env: Env) -> None:
     name, key = _submitter(env)
     items = _split(env, key)
