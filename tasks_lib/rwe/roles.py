@@ -243,11 +243,17 @@ def sweep_roles(server: Server, expired_only: bool = True) -> list[str]:
 def run_role(server: Server, run_id: str, limits: RoleLimits | None = None
              ) -> Iterator[RunRole]:
     """The run's role for the duration of the ``with`` block, dropped afterwards even when the
-    block raises (a teardown failure is raised loudly: a platform bug, spec §7)."""
+    block raises (a teardown failure is raised loudly: a platform bug, spec §7); a guard process
+    drops it should this process die first (:mod:`tasks_lib.rwe.guard`)."""
+    from tasks_lib.rwe.guard import start_guard
+
+    limits = limits or RoleLimits()
     with role_ddl(server):
         sweep_roles(server)
         ensure_reader(server)
         role = create_role(server, run_id, limits)
+    start_guard(server, role.name, Owner.current(server.database),
+                limits.valid_for.total_seconds())
     try:
         yield role
     finally:
