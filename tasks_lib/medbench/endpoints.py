@@ -32,7 +32,7 @@ from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import RateLimited
 from tasks_lib.medbench.credentials import decrypt, encrypt
 from tasks_lib.medbench.items import read_manifest
-from tasks_lib.netpolicy import check_api_base
+from tasks_lib.netpolicy import RefusedEndpoint, check_api_base
 from tasks_lib.qa.runner import run_id_for
 from tasks_lib.rotation import resolve_pool
 from tasks_lib.tracks.base import kit_for
@@ -63,6 +63,26 @@ def check_model(model: str, api_base: str | None) -> str:
     return model
 
 
+def check_provider(model: str) -> str:
+    """``model`` when litellm knows its provider and the provider's default base (if litellm
+    has one, e.g. ``ollama/…`` → ``http://localhost:11434``) passes the address policy."""
+    import litellm
+
+    litellm.suppress_debug_info = True  # else it prints a provider list on stdout
+    try:
+        default_base = litellm.get_llm_provider(model)[3]
+    except litellm.exceptions.BadRequestError:
+        raise InputDataError("model", f"litellm knows no provider for {model!r} (name one, "
+                                      "e.g. anthropic/<model>)") from None
+    if default_base:
+        try:
+            check_api_base(str(default_base))
+        except RefusedEndpoint as exc:
+            raise InputDataError("model", f"{model!r} is served at {default_base}: "
+                                          f"{exc.reason}") from None
+    return model
+
+
 def register_endpoint(submitter: str, model_name: str, model_version: str, model: str,
                       api_base: str | None = None, api_key: str | None = None
                       ) -> EndpointRow | None:
@@ -77,6 +97,8 @@ def register_endpoint(submitter: str, model_name: str, model_version: str, model
     """
     if api_base is not None:
         check_api_base(api_base)
+    else:
+        check_provider(model)
     check_model(model, api_base)
     sealed = None if api_key is None else encrypt(api_key)
     return ledger.add_endpoint(EndpointRow(

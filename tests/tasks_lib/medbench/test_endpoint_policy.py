@@ -250,3 +250,18 @@ def test_the_cli_registers_an_endpoint_key_from_stdin_and_never_prints_it(
     again = runner.invoke(app, ["medbench", "add-endpoint", name, "--model-name", "m",
                                 "--model-version", "1", "--model", "openai/m"])
     assert again.exit_code == 2 and "already registered" in again.stderr
+
+
+@pytest.mark.parametrize(("model", "reason"), [
+    ("ollama/llama3", "served at http://localhost:11434: host 'localhost': resolves to loopback"),
+    ("llamafile/m", "served at http://127.0.0.1:8080/v1: host '127.0.0.1': loopback"),
+    ("no-such-provider/m", "litellm knows no provider for 'no-such-provider/m'"),
+])
+def test_a_model_without_api_base_may_not_default_to_a_local_server(
+        no_allowance: None, model: str, reason: str) -> None:
+    name = "prov" + uuid.uuid4().hex[:6]
+    accounts.ensure_submitter(name)
+    with pytest.raises(ValueError, match=r"^model: .*" + re.escape(reason)):
+        register_endpoint(name, "m", "1", model)
+    assert ledger.endpoints(submitter=name) == []
+    assert register_endpoint(name, "m", "2", "anthropic/claude-3-5-haiku") is not None
