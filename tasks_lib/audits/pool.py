@@ -43,6 +43,7 @@ def pool_info(pool_url: str) -> PoolInfo:
         InputDataError: no manifest, or not a pool manifest.
     """
     root = Storage(pool_url)
+    refuse_special_files(root)
     if not root.exists("manifest.json"):
         raise InputDataError(root.url("manifest.json"), "no pool here (build one with medflows "
                                                         "pool build …)")
@@ -55,6 +56,37 @@ def pool_info(pool_url: str) -> PoolInfo:
                         task_id=str(data.get("task_id") or pool_id))
     except (KeyError, ValueError, TypeError) as exc:
         raise InputDataError(root.url("manifest.json"), f"not a pool manifest: {exc}") from None
+
+
+def refuse_special_files(root: Storage) -> None:
+    """Refuse a local pool holding a FIFO, socket or device (or a symlink to one) anywhere:
+    every check and kit reader would block or misread on it, so no check runs.
+
+    Raises:
+        InputDataError: names the first such file and how many there are.
+    """
+    if not _is_local(root) or not Path(root.root_path).is_dir():
+        return
+    from tasks_lib.sandbox.hostio import iter_tree
+
+    top = Path(root.root_path)
+    special: list[tuple[str, int]] = []
+    for entry in iter_tree(top):
+        if isinstance(entry, str):
+            break
+        mode = entry.mode
+        if stat.S_ISLNK(mode):
+            try:
+                mode = os.stat(top / entry.rel).st_mode  # the target's type; nothing is opened
+            except OSError:
+                continue
+        if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+            special.append((entry.rel, mode))
+    if special:
+        rel, mode = sorted(special)[0]
+        more = f" (and {len(special) - 1} more)" if len(special) > 1 else ""
+        raise InputDataError(root.url(rel), f"{_kind(mode)}, not a regular file{more}: the audit "
+                                            "opens no FIFO, socket or device; remove it")
 
 
 def _data(name: str) -> Any:
