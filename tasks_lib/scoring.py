@@ -89,7 +89,7 @@ def evaluator_version(run: RunRecord) -> str:
     return version
 
 
-def compute_card(run: RunRecord) -> ScoreCard:
+def compute_card(run: RunRecord, verified: set[tuple[str, str]] | None = None) -> ScoreCard:
     """Score the stored submission (and trace) of ``run``; nothing is written.
 
     The run's pool version is checked against its lock first (:func:`tasks_lib.pool_lock.
@@ -97,12 +97,21 @@ def compute_card(run: RunRecord) -> ScoreCard:
     when it was stored (status ``invalid``, the reasons in ``violations``:
     :mod:`tasks_lib.uploads`) is invalid with those reasons.
 
+    Args:
+        run: The run to score.
+        verified: ``(pool_url, pool_hash)`` pairs already verified by this caller (a chunk of
+            runs on one pool verifies it once); this run's pool is added.
+
     Raises:
         PoolUnusableError: the pool is not the content the run was made on, or a locked file
             changed (named).
         InvalidSubmissionError: the upload was refused when stored.
     """
-    verify_pool(run.pool_url, run.pool_hash)
+    key = (run.pool_url, run.pool_hash)
+    if verified is None or key not in verified:
+        verify_pool(*key)
+        if verified is not None:
+            verified.add(key)
     if run.status is RunStatus.INVALID and not run.has_trace:
         raise InvalidSubmissionError("; ".join(run.violations) or run.error
                                      or "the submission was refused when it was stored")
@@ -140,11 +149,12 @@ SCORING_REFUSED = "scoring refused: "
 the run is scored."""
 
 
-def score_one(run_id: str) -> ScoreCard:
+def score_one(run_id: str, verified: set[tuple[str, str]] | None = None) -> ScoreCard:
     """Score a run unless its current evaluator version is already in the ledger (append-only:
     the stored card is returned then); store the card and append the score row. A run whose
     pool changed since it was locked is not scored: the reason is recorded on the run
-    (``error``, prefixed :data:`SCORING_REFUSED`) and the error raised."""
+    (``error``, prefixed :data:`SCORING_REFUSED`) and the error raised. ``verified``: as for
+    :func:`compute_card`."""
     run = load_run(run_id)
     if run.status is RunStatus.ERROR:
         raise InputDataError(run_id, f"the run ended in error and left nothing to score: "
@@ -153,7 +163,7 @@ def score_one(run_id: str) -> ScoreCard:
     if store.score_exists(run_id, version) and run_store(run_id).exists(card_key(version)):
         return read_card(run_id, version)
     try:
-        card = compute_card(run)
+        card = compute_card(run, verified)
     except InvalidSubmissionError as exc:  # a kit refused the whole submission
         card = invalid_card(run, version, str(exc))
     except PoolUnusableError as exc:
@@ -169,8 +179,10 @@ def score_one(run_id: str) -> ScoreCard:
 
 
 def score_chunk(run_ids: list[str]) -> list[ScoreCard]:
-    """Score several runs in one step (work dominates orchestration); each is resumable."""
-    return [score_one(r) for r in run_ids]
+    """Score several runs in one step (work dominates orchestration); each is resumable. Each
+    pool version is verified against its lock once per chunk."""
+    verified: set[tuple[str, str]] = set()
+    return [score_one(r, verified) for r in run_ids]
 
 
 def is_scorable(run: RunRow) -> bool:

@@ -77,7 +77,8 @@ def _swap_letters(path: Path) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in rows))
 
 
-def test_editing_a_locked_medbench_subset_refuses_the_next_scoring(tmp_path: Path) -> None:
+def test_editing_a_locked_medbench_subset_refuses_the_next_scoring(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pool = write_pool(Storage(str(tmp_path / "mbpool" / "v1")))
     subset = activate_subset_of(pool, f"lock-sub-{uuid.uuid4().hex[:6]}", size=5)
     assert Storage(subset).exists(LOCK_JSON)
@@ -97,6 +98,16 @@ def test_editing_a_locked_medbench_subset_refuses_the_next_scoring(tmp_path: Pat
     refs.write_bytes(original)  # restored: the same upload scores as before, the note cleared
     assert scoring.score_one(again).task_score == first.task_score
     assert read_run(again).error is None
+    calls: list[str] = []
+
+    def counted(url: str, digest: str) -> pool_lock.PoolLock:
+        calls.append(url)
+        return pool_lock.verify_pool(url, digest)
+
+    monkeypatch.setattr(scoring, "verify_pool", counted)
+    chunk = scoring.score_chunk([_medbench_run(subset, body) for _ in range(3)])
+    assert [c.task_score for c in chunk] == [first.task_score] * 3
+    assert calls == [subset]  # one pool version, verified once per chunk
 
 
 def _upload(pool: str, folder: Path) -> RunRecord:
