@@ -45,6 +45,9 @@ FORBIDDEN = re.compile(
 """What a study analysis never sends: server files and programs, the role catalogue, large
 objects, changes of roles, grants or ownership (matched in the run role's logged statements)."""
 
+SCRATCH = re.compile(r"\bscratch_[a-z0-9_]+\b", re.I)
+"""A run's scratch schema (another run's, created after this run started, included)."""
+
 ENTRY = re.compile(rb"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d(?:\.\d+)? \S+ \[\d+\] ")
 """Start of a log entry (the prefix); other lines continue the previous entry."""
 
@@ -135,7 +138,9 @@ class LogWatch:
             self._add(found, evidence)
 
     def _statement(self, text: str, found: list[Violation]) -> None:
-        hit = FORBIDDEN.search(text) or (self.schemas.search(text) if self.schemas else None)
+        hit = (FORBIDDEN.search(text) or (self.schemas.search(text) if self.schemas else None)
+               or next((m for m in SCRATCH.finditer(text)
+                        if m.group(0).lower() not in self.allowed), None))
         if hit is not None:
             start = max(0, hit.start() - 60)
             self._add(found, f"statement naming {hit.group(0)!r}: …{text[start:hit.end() + 60]}…")

@@ -42,7 +42,7 @@ def test_a_refusal_caught_in_plpgsql_is_found_under_a_120_mb_flood(tmp_path: Pat
 def test_refused_errors_and_failed_logins_are_violations(tmp_path: Path) -> None:
     log = tmp_path / "server.log"
     log.write_text("")
-    watch = LogWatch(log, ROLE)
+    watch = LogWatch(log, ROLE, ["scratch_x"])
     with log.open("a") as fh:
         fh.write(line("ERROR:  permission denied for schema scratch_other"))
         fh.write(line("ERROR:  permission denied for table t", user="rwe_run_other"))
@@ -50,11 +50,14 @@ def test_refused_errors_and_failed_logins_are_violations(tmp_path: Path) -> None
                       user="postgres"))
         fh.write(line("LOG:  statement: ALTER ROLE CURRENT_USER SET statement_timeout = 0"))
         fh.write(line("LOG:  statement: SET statement_timeout = 0"))
+        fh.write(line("LOG:  statement: SELECT * FROM scratch_x.mine, scratch_later.theirs"))
     evidence = [v.evidence for v in watch.check()]
     assert evidence == ["permission denied for schema scratch_other",
                         'password authentication failed for user "postgres"',
                         "statement naming 'ALTER ROLE': …statement: ALTER ROLE CURRENT_USER SET "
-                        "statement_timeout = 0…"]
+                        "statement_timeout = 0…",
+                        "statement naming 'scratch_later': …statement: SELECT * FROM "
+                        "scratch_x.mine, scratch_later.theirs…"]
 
 
 def test_an_emptied_log_is_read_from_its_start(tmp_path: Path) -> None:
