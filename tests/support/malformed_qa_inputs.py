@@ -26,10 +26,20 @@ Outcome = Literal["refused", "skipped", "accepted"]
 
 
 def question(realidx: object = 0, **fields: object) -> dict[str, object]:
-    """A valid question line (answer A; fields override or, given as None, are dropped)."""
-    row: dict[str, object] = {"realidx": realidx, "question": f"Which option is right ({realidx})?",
-                              "options": {"A": "right", "B": "wrong"}, "answer_idx": "A",
-                              "answer": "right", "meta_info": "step1"}
+    """A valid question line (fields override or, given as None, are dropped). The answer is
+    the option "right", at A, C or D by the id's last digit (0, 1, 2 mod 3; never B, the
+    recorded predictions' answer, so every item stays in the hard subset), so a pool of them
+    passes the audit's position check; with ``options`` given it is A."""
+    last = str(realidx)[-1:]
+    gold = "ACD"[int(last) % 3] if last.isdigit() and "options" not in fields else "A"
+    others = iter(("wrong", "other", "spare"))
+    options = {k: "right" if k == gold else next(others) for k in "ABCD"}
+    if "options" in fields:
+        options = {"A": "right", "B": "wrong"}
+    row: dict[str, object] = {"realidx": realidx,
+                              "question": f"Question number {realidx}: pick one.",
+                              "options": options, "answer_idx": gold, "answer": "right",
+                              "meta_info": "step1"}
     row.update(fields)
     return {k: v for k, v in row.items() if v is not None}
 
@@ -141,7 +151,7 @@ def question_line_cases() -> list[QACase]:
            + b"}", "max_depth"),
         _q("escaped-quotes-after-brackets", b"[" * 20 + b'"' + b'\\"' * 500_000,
            "malformed JSON: Unterminated string"),  # quadratic for a regex string scanner
-        _q("non-utf8-byte", line(question(9)).replace(b"right (9)", b"right \xff (9)"),
+        _q("non-utf8-byte", line(question(9)).replace(b"number 9:", b"number \xff 9:"),
            "not UTF-8 text: byte 0xff"),
         _q("realidx-1.0-beside-1", line(question(1.0)), "duplicate realidx: '1'", 4, at=3),
         _q("realidx-string-beside-int", line(question("2")), "duplicate realidx: '2'", 4, at=3),
@@ -155,7 +165,7 @@ def question_line_cases() -> list[QACase]:
         _q("not-an-object", b"[1, 2]", "not a JSON object (got a list)"),
         _q("json-string-line", b'"just text"', "not a JSON object (got a string)"),
         _q("nan-constant", b'{"realidx": NaN, "question": "q"}', "NaN is not a JSON number"),
-        _q("lone-surrogate", line(question(9)).replace(b"right (9)", b"right \\ud800 (9)"),
+        _q("lone-surrogate", line(question(9)).replace(b"number 9:", b"number \\ud800 9:"),
            "lone surrogate"),
         _q("surrogate-key", b'{"realidx": 9, "\\udc00": 1}', "lone surrogate"),
         _q("realidx-1e16", b'{"realidx": 10000000000000000, "question": "q"}',

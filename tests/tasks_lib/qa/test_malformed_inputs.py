@@ -200,7 +200,7 @@ def test_pool_build_skips_and_reports_bad_lines(
     assert entry["realidx"] == list(case.good)
     if dataset in WITH_TRAIN:  # an id in both files: never shown as an exemplar of the pool
         shown = [e["question"] for e in manifest["exemplars"] if e["dataset"] == dataset]
-        assert shown == ["Which option is right (t1)?"]
+        assert shown == ["Question number t1: pick one."]
     mine = [r for r in rejects if r["dataset"] == dataset]
     assert entry["n_rejected"] == len(mine)
     assert entry["n_ingested"] == len(case.good) + len(mine)
