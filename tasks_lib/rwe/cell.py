@@ -44,6 +44,7 @@ from tasks_lib.sandbox.base import (
     Violation,
     agent_spec,
 )
+from tasks_lib.sandbox.lease import Lease
 from tasks_lib.settings import PROJECT_ROOT
 
 log = logging.getLogger(__name__)
@@ -152,13 +153,13 @@ def _watchdog(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server
 
 
 def _run_agent(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server,
-               policy: Policy, recorder: TraceRecorder, limits: RoleLimits
+               policy: Policy, recorder: TraceRecorder, limits: RoleLimits, lease: Lease
                ) -> tuple[LoopOutcome, list[Violation]]:
     """The loop under the watchdog; its outcome and every violation (the watchdog's last
     ones, seen after the loop ended, included)."""
     write_workspace(plan, loaded, role, server)
     session = AnswerSession(loaded.study, loaded.key, plan.workspace, plan.submission)
-    sandbox = sandbox_class(plan.backend)(_spec(plan, server))
+    sandbox = sandbox_class(plan.backend)(_spec(plan, server), lease=lease)
     cohort = loaded.study.protocol.cohort
     with _watchdog(plan, loaded, role, server, limits) as dog:
         loop = RweLoop(policy, sandbox, recorder, plan.limits, session, dog)
@@ -191,13 +192,14 @@ def execute_rwe_cell(plan: CellPlan, loaded: LoadedStudy, limits: RoleLimits | N
     recorder = TraceRecorder(plan.trace_dir)
     policy = _policy(plan, loaded)
     started = time.monotonic()
-    try:
-        with run_role(server, plan.run_id, limits) as role:
-            outcome, violations = _run_agent(plan, loaded, role, server, policy, recorder,
-                                             limits)
-    finally:
-        recorder.write_conversation(plan)
-        recorder.write_workspace(plan.workspace)
+    with Lease(plan.run_id, scratch=[plan.workspace]) as lease:
+        try:
+            with run_role(server, plan.run_id, limits) as role:
+                outcome, violations = _run_agent(plan, loaded, role, server, policy, recorder,
+                                                 limits, lease)
+        finally:
+            recorder.write_conversation(plan)
+            recorder.write_workspace(plan.workspace)
     return Execution(status=_status(outcome, violations), end=outcome.end, model=policy.model,
                      turns=outcome.turns, wall_time_s=time.monotonic() - started,
                      input_tokens=outcome.prompt_tokens, output_tokens=outcome.completion_tokens,
