@@ -15,6 +15,10 @@ def serve(
     subset: str = typer.Option(None, help="Default split source: active:<subset_id> (or the "
                                           "id); requests may name another subset."),
     pool: str = typer.Option(None, help="Default split source: a pool version root."),
+    trusted_proxies: str = typer.Option(
+        None, "--trusted-proxies", help="Comma-separated addresses of reverse proxies whose "
+        "X-Forwarded-For is believed (default: none; the failed-key throttle counts per "
+        "client address, so an untrusted header must not choose it)."),
 ) -> None:
     """Serve MedBench v4 over HTTP: submitters (API keys, rate limits), model endpoints,
     randomized splits, version-locked uploads scored by the score flow, scores."""
@@ -27,4 +31,5 @@ def serve(
     default = split_source(subset, pool) if subset or pool else None
     typer.echo(f"medflows MedBench service on http://{host}:{port} (default pool: "
                f"{default or 'none'})", err=True)
-    uvicorn.run(create_app(score_run, default), host=host, port=port, log_level="warning")
+    uvicorn.run(create_app(score_run, default), host=host, port=port, log_level="warning",
+                proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or "")
