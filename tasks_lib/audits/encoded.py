@@ -171,6 +171,7 @@ def _add(index: ReferenceIndex, key: str, view: View) -> None:
         if digest is not None:
             index.arrays.setdefault(digest, key)
             index.shapes.add(tuple(int(n) for n in np.squeeze(view.array).shape))
+            _add_slices(index, key, np.squeeze(view.array))
         return
     data = view.data or b""
     if view.encoding and len(data) >= MIN_BYTES:
@@ -183,6 +184,23 @@ def _add(index: ReferenceIndex, key: str, view: View) -> None:
             index.rows.setdefault(_sha(row.encode()), (key, n))
     if not rows and len(norm := normalize_text(view.text)) >= MIN_TEXT:
         index.texts.setdefault(norm, key)
+
+
+def _add_slices(index: ReferenceIndex, key: str, volume: NDArray[Any]) -> None:
+    """The 2D slices of an integer-valued 3D reference (a label map) along each axis, so one
+    slice saved as an image is found; slices with fewer than :data:`MIN_ELEMENTS` elements on
+    each side of their minimum are too plain to be a key."""
+    if volume.ndim != 3 or volume.dtype.kind not in "biu":
+        return
+    for axis in range(3):
+        planes = np.ascontiguousarray(np.moveaxis(volume, axis, 0))  # each slice contiguous
+        flat = planes.reshape(len(planes), -1)
+        low = np.count_nonzero(flat == flat.min(axis=1, keepdims=True), axis=1)
+        plain = np.minimum(low, flat.shape[1] - low) < MIN_ELEMENTS
+        for i in np.flatnonzero(~plain):
+            digest = array_digest(planes[i])
+            if digest is not None:
+                index.arrays.setdefault(digest, f"{key} (slice {i} along axis {axis})")
 
 
 class Hit(Frozen):

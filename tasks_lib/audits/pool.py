@@ -43,10 +43,10 @@ def pool_info(pool_url: str) -> PoolInfo:
         InputDataError: no manifest, or not a pool manifest.
     """
     root = Storage(pool_url)
-    refuse_special_files(root)
     if not root.exists("manifest.json"):
         raise InputDataError(root.url("manifest.json"), "no pool here (build one with medflows "
                                                         "pool build …)")
+    refuse_special_files(root)
     try:
         data = root.read_json("manifest.json")
         track = Track(data["track"])

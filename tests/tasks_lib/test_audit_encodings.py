@@ -125,6 +125,18 @@ def test_label_maps_stacked_in_npy_and_npz_are_named(seg_pool: Path, tmp_path: P
             f"private/references/case-{len(maps) - 1:03d}.nii.gz") in text
 
 
+def test_label_map_slice_saved_as_image_is_named(seg_pool: Path, tmp_path: Path) -> None:
+    import imageio.v3 as iio
+
+    pool = _copy(seg_pool, tmp_path / "png")
+    volume = _label_maps(pool)[4]
+    iio.imwrite(pool / "public/preview.png", volume[:, :, 24].astype(np.uint8))
+    assert check_answer_key(pool_info(str(pool))).evidence == [
+        "public/preview.png (image pixels): the array values of the reference "
+        "private/references/case-004.nii.gz (slice 24 along axis 2) (rule: no public file holds "
+        "a reference in any encoding)"]
+
+
 def test_base64_of_a_reference_in_json_is_named(seg_pool: Path, tmp_path: Path) -> None:
     pool = _copy(seg_pool, tmp_path / "b64")
     ref = (pool / "private/references/case-001.nii.gz").read_bytes()
