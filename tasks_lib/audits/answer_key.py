@@ -93,6 +93,17 @@ def _sample_keys(info: PoolInfo) -> set[str]:
     return {k for k in pool_files(Storage(info.url), "public/sample_submission")}
 
 
+def _digest_hits(key: str, data: bytes, hexes: dict[str, str]) -> list[str]:
+    """Digests of private files written in a public text file (binary files are searched by
+    their decoded contents, not for digests)."""
+    if b"\x00" in data[:65536]:
+        return []
+    found = {h.decode("ascii").lower() for h in HEX.findall(data)}
+    return [f"{key}: contains the digest {digest[:16]}… of the reference {hexes[digest]} "
+            "(rule: no reference digest in the public view)"
+            for digest in sorted(found & hexes.keys())]
+
+
 def check_answer_key(info: PoolInfo) -> Finding:
     """Search everything under ``public/`` for a reference, a label file or a digest of one."""
     root = Storage(info.url)
@@ -121,11 +132,7 @@ def check_answer_key(info: PoolInfo) -> Finding:
         data = read_capped(root, key, TEXT_LIMIT)
         if data is None:
             continue
-        binary = b"\x00" in data[:65536]  # digests are searched in text files
-        found = set() if binary else {h.decode("ascii").lower() for h in HEX.findall(data)}
-        for digest in sorted(found & hexes.keys()):
-            hits.append(f"{key}: contains the digest {digest[:16]}… of the reference "
-                        f"{hexes[digest]} (rule: no reference digest in the public view)")
+        hits += _digest_hits(key, data, hexes)
         if key in samples:
             continue
         for where, row in _rows(key, data):
