@@ -20,6 +20,7 @@ from typing import NamedTuple
 
 import httpx
 import pytest
+from support.ops_support import free_port
 
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import KeyGuard, KeyThrottled
@@ -43,16 +44,10 @@ class Live(NamedTuple):
     key: str
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def live() -> Iterator[Live]:
     key = accounts.register("live" + uuid.uuid4().hex[:6]).api_key
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, "-c", SERVER, str(port)], cwd=PROJECT_ROOT,
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"

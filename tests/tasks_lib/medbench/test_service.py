@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -29,6 +28,7 @@ from support.medbench_pool import (
     secret_strings,
     write_pool,
 )
+from support.ops_support import free_port
 
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
@@ -46,12 +46,6 @@ class Service(NamedTuple):
     url: str
     admin_key: str
     pid: int
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _wait_healthy(url: str, alive: Callable[[], str | None], seconds: float = 120) -> None:
@@ -124,7 +118,7 @@ def service(request: pytest.FixtureRequest, prefect_harness: None,
     root = tmp_path_factory.mktemp("mbservice")
     pool = write_pool(Storage(str(root / "pool" / "v1")), image=True)
     admin = accounts.register("admin" + uuid.uuid4().hex[:6], admin=True)
-    port = _free_port()
+    port = free_port()
     BODIES.clear()
     runner = (_thread(pool, port) if request.param == "thread"
               else _subprocess(pool, port, root / "serve.log"))
