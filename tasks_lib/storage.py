@@ -40,11 +40,27 @@ def _clean_key(key: str) -> str:
     return norm
 
 
+def _configured_options(url: str) -> dict[str, Any]:
+    """The configured storage options when ``url`` lies under the configured root, else none."""
+    settings = get_settings()
+    root = settings.storage_url.rstrip("/")
+    if settings.storage_options and (url == root or url.startswith(root + "/")):
+        return dict(settings.storage_options)
+    return {}
+
+
 class Storage:
-    """A root URL plus the fsspec filesystem that serves it."""
+    """A root URL plus the fsspec filesystem that serves it.
+
+    A URL at or below the configured storage root, given without options, gets the configured
+    ``storage_options`` (endpoint, credentials), so code that is handed a pool or run URL reads
+    it the way it was written.
+    """
 
     def __init__(self, root_url: str, **storage_options: Any) -> None:
         self.root_url = root_url.rstrip("/")
+        if not storage_options:
+            storage_options = _configured_options(self.root_url)
         self.fs, root_path = url_to_fs(self.root_url, **storage_options)
         self._root: str = str(root_path).rstrip("/")
         self._options = storage_options
