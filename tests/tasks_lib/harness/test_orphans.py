@@ -36,27 +36,9 @@ TASK = "brain-tissue-seg"
 
 
 @pytest.fixture(scope="module")
-def pool() -> Path:
-    """The segmentation pool (built once per session), usable for execute: with an audit
-    record when the pool lock asks for one."""
-    from tasks_lib.imaging import steps
-    from tasks_lib.imaging.pool import load_task, versioned_url
-    from tasks_lib.ledger import store
-
-    if not store.pools(pool_id=TASK, kind="pool"):
-        card = load_task(TASK)
-        rendered = steps.render.fn(card)
-        steps.record.fn(steps.publish.fn(card, None, rendered,
-                                         steps.deidentify_step.fn(card, rendered)))
-    newest = max(r.version for r in store.pools(pool_id=TASK, kind="pool"))
-    url = versioned_url(TASK, newest)
-    try:
-        from support.audited import record_override
-    except ImportError:
-        return Path(url)
-    if not (Path(url) / "audit.json").exists():
-        record_override(url)
-    return Path(url)
+def pool(seg_pool: Path) -> Path:
+    """The segmentation pool (the harness conftest's, built once per session)."""
+    return seg_pool
 
 
 def _call(code: str) -> dict[str, Any]:
