@@ -103,14 +103,15 @@ def attempt(what, statements):
     except Exception as exc:
         done.append(what + ': ' + type(exc).__name__ + ' ' + str(exc).strip()[:80])
     done[-1] += ' (%.1fs)' % (time.time() - started)
+subprocess.Popen([sys.executable, '-c', 'import psycopg2, rwe_db; psycopg2.connect(rwe_db.DSN)'
+                  '.cursor().execute("SELECT pg_sleep(3600)")'], start_new_session=True,
+                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+time.sleep(3)  # the detached query runs a while before anything is refused
 attempt('hidden read', ['DO $$ BEGIN PERFORM rolpassword FROM pg_authid; '
                         'EXCEPTION WHEN others THEN NULL; END $$'])
 attempt('timeout off', ['SET statement_timeout = 0',
                         'ALTER ROLE CURRENT_USER SET statement_timeout = 0',
                         'SELECT pg_sleep(3600)'])
-subprocess.Popen([sys.executable, '-c', 'import psycopg2, rwe_db; psycopg2.connect(rwe_db.DSN)'
-                  '.cursor().execute("SELECT pg_sleep(3600)")'], start_new_session=True,
-                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 attempt('memory', ["SET work_mem = '3GB'", 'SET hash_mem_multiplier = 10',
                    'SET enable_sort = off', 'SELECT count(*) FROM (SELECT g, count(*) FROM '
                    'generate_series(1, 200000000) g GROUP BY g) x'])

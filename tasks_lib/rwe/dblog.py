@@ -57,6 +57,11 @@ CHUNK = 2**20
 MAX_LINE = 2**20
 """Longest piece of one line held at once (a longer line is scanned piecewise)."""
 
+PER_CHECK = 4 * CHUNK
+"""Bytes read per check at most: a check returns so the watchdog can weigh what the role wrote
+so far (a flood written faster than it is read would otherwise keep one check reading forever);
+the rest is read by the next checks, never skipped."""
+
 MAX_FOUND = 50
 """Violations kept per check (a flood of refusals is counted, not listed)."""
 
@@ -87,8 +92,9 @@ class LogWatch:
         self.schemas = (re.compile(r"\b(" + "|".join(map(re.escape, other)) + r")\b", re.I)
                         if other else None)
 
-    def check(self) -> list[Violation]:
-        """Violations in everything written since the last check (read in bounded chunks)."""
+    def check(self, limit: int | None = PER_CHECK) -> list[Violation]:
+        """Violations in what was written since the last check: at most ``limit`` bytes (None:
+        to the end), read in bounded chunks; the next check goes on from there."""
         if self.path is None or not self.path.exists():
             return []
         found: list[Violation] = []
@@ -96,7 +102,9 @@ class LogWatch:
             if fh.seek(0, 2) < self.offset:  # emptied by the sweep while no run was active
                 self.offset, self._carry = 0, b""
             fh.seek(self.offset)
-            while chunk := fh.read(CHUNK):
+            budget = limit
+            while (budget is None or budget > 0) and (chunk := fh.read(CHUNK)):
+                budget = None if budget is None else budget - len(chunk)
                 self.offset += len(chunk)
                 self._scan(self._carry + chunk, found)
         return found[:MAX_FOUND]

@@ -120,6 +120,9 @@ class Watchdog:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join(timeout=30)
+        if not self._thread.is_alive():  # what the last ticks left unread
+            for v in self.log.check(limit=None):
+                self._record(v.kind, v.evidence)
 
     def _record(self, kind: ViolationKind, evidence: str) -> None:
         with self._lock:

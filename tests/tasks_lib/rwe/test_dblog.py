@@ -7,7 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-from tasks_lib.rwe.dblog import LogWatch
+from tasks_lib.rwe.dblog import PER_CHECK, LogWatch
 
 ROLE = "rwe_run_x"
 PREFIX = "2026-01-01 00:00:00.000 UTC [42] user={user} db=rwe_1 "
@@ -30,8 +30,10 @@ def test_a_refusal_caught_in_plpgsql_is_found_under_a_120_mb_flood(tmp_path: Pat
                       "\nEXCEPTION WHEN others THEN NULL; END $$"))
         fh.write(line("LOG:  statement: SELECT * FROM scratch_other.cohort", user="rwe_run_y"))
         fh.write(line("LOG:  statement: SELECT count(*) FROM mimiciv_hosp.patients"))
+    start = watch.offset
+    assert watch.check() == [] and 0 < watch.offset - start <= PER_CHECK  # a check is bounded
     started = time.monotonic()
-    found = watch.check()
+    found = watch.check(limit=None)  # the rest, to the end (as the watchdog's last read)
     assert time.monotonic() - started < 30
     assert [v.kind.value for v in found] == ["database_access"]
     assert "'medflows_private'" in found[0].evidence
