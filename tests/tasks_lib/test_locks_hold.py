@@ -131,6 +131,13 @@ def test_editing_an_imaging_reference_refuses_and_unchanged_pools_cost_a_stat(
     (sub / "note.txt").write_text("another upload, same answers")
     second = scoring.score_one(_upload(vqa_pool, sub).run_id)
     assert second.run_id != first.run_id and second.task_score == first.task_score
+    hashed.keys.clear()
+    time.sleep(RACY_S)  # whatever the scorings hashed last is cached now
+    pool_lock.verify_pool(vqa_pool)
+    pool_lock.verify_pool(vqa_pool)
+    assert hashed.keys == [] or set(hashed.keys) == set(lock.files)  # at most one re-hash
+    hashed.keys.clear()
+    pool_lock.verify_pool(vqa_pool)
     assert hashed.keys == []  # an unchanged pool: one stat per file, nothing read
     private = sorted(k for k in lock.files if k.startswith("private/"))
     target = Path(vqa_pool) / private[0]

@@ -45,16 +45,19 @@ def catalog(server: Server) -> dict[str, int]:
         conn.close()
 
 
-def wait_for_agent_query(server: Server, timeout_s: float = 300) -> None:
+def wait_for_agent_query(server: Server, timeout_s: float = 300) -> str:
+    """The database the agent's hour-long query runs in (the newest usable pool holding the
+    study, which another test may have built), once it runs."""
     conn = connect(server)
     deadline = time.monotonic() + timeout_s
     try:
         with conn.cursor() as cur:
             while time.monotonic() < deadline:
-                cur.execute("SELECT count(*) FROM pg_stat_activity WHERE usename LIKE "
+                cur.execute("SELECT datname FROM pg_stat_activity WHERE usename LIKE "
                             "'rwe\\_run\\_%' AND query LIKE '%pg_sleep(3600)%'")
-                if cur.fetchone()[0]:
-                    return
+                row = cur.fetchone()
+                if row:
+                    return str(row[0])
                 time.sleep(0.2)
     finally:
         conn.close()
@@ -73,7 +76,7 @@ def test_kill_9_of_run_cell_leaves_nothing_after_the_next_command() -> None:
                              "statin-sepsis"], stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE, start_new_session=True)
     try:
-        wait_for_agent_query(server)
+        server = server.model_copy(update={"database": wait_for_agent_query(server)})
         left = catalog(server)
         assert left["roles"] == left["schemas"] == 1 and left["sessions"] >= 1
     finally:
