@@ -21,6 +21,7 @@ from typing import NamedTuple
 import httpx
 import pytest
 from support.ops_support import free_port
+from support.services import stop_process, wait_healthy
 
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import KeyGuard, KeyThrottled
@@ -52,24 +53,11 @@ def live() -> Iterator[Live]:
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            assert proc.poll() is None, proc.stderr.read().decode() if proc.stderr else ""
-            try:
-                if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert time.monotonic() < deadline, "service did not start"
-            time.sleep(0.2)
+        wait_healthy(url, lambda: None if proc.poll() is None else (
+            proc.stderr.read().decode() if proc.stderr else "service died"), seconds=60)
         yield Live(url, port, proc.pid, key)
     finally:
-        os.kill(proc.pid, signal.SIGTERM)
-        try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=5)
+        stop_process(proc)
 
 
 def _peak_rss_kib(pid: int) -> int:

@@ -7,13 +7,11 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
-import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -29,6 +27,7 @@ from support.medbench_pool import (
     write_pool,
 )
 from support.ops_support import free_port
+from support.services import stop_process, wait_healthy
 
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
@@ -48,21 +47,6 @@ class Service(NamedTuple):
     pid: int
 
 
-def _wait_healthy(url: str, alive: Callable[[], str | None], seconds: float = 120) -> None:
-    """Poll ``/v1/health`` (bounded); ``alive`` returns why the server is gone, or None."""
-    deadline = time.monotonic() + seconds
-    while True:
-        gone = alive()
-        assert gone is None, gone
-        try:
-            if httpx.get(f"{url}/v1/health", timeout=2).status_code == 200:
-                return
-        except httpx.TransportError:
-            pass
-        assert time.monotonic() < deadline, f"service did not start in {seconds:.0f} s"
-        time.sleep(0.2)
-
-
 @contextmanager
 def _subprocess(pool: str, port: int, log_path: Path) -> Iterator[int]:
     """``medflows serve`` in its own process (flows report to the test harness), stopped by
@@ -76,16 +60,11 @@ def _subprocess(pool: str, port: int, log_path: Path) -> Iterator[int]:
              str(port), "--pool", pool], cwd=PROJECT_ROOT, env=env, stdout=log,
             stderr=subprocess.STDOUT)
         try:
-            _wait_healthy(f"http://127.0.0.1:{port}",
+            wait_healthy(f"http://127.0.0.1:{port}",
                           lambda: None if proc.poll() is None else log_path.read_text())
             yield proc.pid
         finally:
-            os.kill(proc.pid, signal.SIGTERM)
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                os.kill(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=5)
+            stop_process(proc)
 
 
 @contextmanager
@@ -102,7 +81,7 @@ def _thread(pool: str, port: int) -> Iterator[int]:
     thread = threading.Thread(target=server.run, name="medbench-service", daemon=True)
     thread.start()
     try:
-        _wait_healthy(f"http://127.0.0.1:{port}",
+        wait_healthy(f"http://127.0.0.1:{port}",
                       lambda: None if thread.is_alive() else "server thread ended")
         yield os.getpid()
     finally:
