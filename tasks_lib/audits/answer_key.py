@@ -116,9 +116,11 @@ def check_answer_key(info: PoolInfo) -> Finding:
     ids, questions = _cases(info, root)
     samples = _sample_keys(info)
     refs: dict[str, str] = {}
+    marks: list[str] = []
     if info.track is Track.QA:
         refs = {f"{r.get('dataset')}/{r.get('realidx')}": str(r.get("answer_idx"))
                 for r in qa_rows(root, "references")}
+        marks = qa_marks(root)
     hits: list[str] = []
     for key in pool_files(root, "public"):
         sha = file_digests(root, key, ("sha256",))["sha256"]
@@ -143,9 +145,7 @@ def check_answer_key(info: PoolInfo) -> Finding:
                             f"a pool case ({case}) (rule: no reference field in public rows)")
             if refs and case:
                 hits += _answer_text(where, row, refs)
-    hits += encoded_hits(root, samples)
-    if info.track is Track.QA:
-        hits += qa_marks(root)
+    hits += encoded_hits(root, samples) + marks
     return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
                    rule="no public file is a copy or digest of a private reference or holds "
                         "one in another encoding (compressed, archived, base64/hex, arrays, "
