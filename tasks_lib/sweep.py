@@ -5,7 +5,8 @@ without releasing it (``kill -9``, the OOM killer, a reboot), :func:`sweep_orpha
 lease (its owner's pid is gone or belongs to another process now), kills the process groups it
 lists (SIGTERM, then SIGKILL after a grace), empties and removes its cgroups, removes its Docker
 containers, deletes its scratch folders (the workspace; never the stored submission or trace),
-and deletes the lease; then it runs the study-database sweep (:func:`tasks_lib.rwe.sweep.sweep`).
+and deletes the lease; then it runs every service sweep a track kit registered in
+:data:`SERVICE_SWEEPS` (the RWE kit's drops the study-database roles of killed runs).
 Cheap: a listing of one or two folders when nothing died; no Prefect, no server.
 """
 
@@ -14,8 +15,10 @@ from __future__ import annotations
 import contextlib
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+from evaluators.registry import Registry
 from tasks_lib.sandbox.hostio import disk_usage, remove_tree
 from tasks_lib.sandbox.lease import LeaseRecord, boot_id, lease_dirs, read_lease, start_time
 from tasks_lib.sandbox.lifetime import kill_group, kill_pids
@@ -24,6 +27,10 @@ CLAIMED = ".sweeping"
 """Suffix of a lease a sweep has claimed (renamed first, so two sweeps never share one)."""
 STALE_CLAIM_S = 600.0
 """A claim older than this belongs to a sweep that died: the next sweep takes it over."""
+
+SERVICE_SWEEPS: Registry[Callable[[], list[str]]] = Registry("service sweep")
+"""Sweeps of what killed runs left in a service a kit provides (one line per thing removed);
+registered by the kits (:mod:`tasks_lib.tracks.catalog` imports them all)."""
 
 
 def sweep_orphans(grace_s: float = 2.0) -> list[str]:
@@ -42,9 +49,11 @@ def sweep_orphans(grace_s: float = 2.0) -> list[str]:
                 removed.append(f"unreadable lease {path.name} deleted")
                 continue
             removed += _release(record, claimed, grace_s)
-    from tasks_lib.rwe.sweep import sweep as rwe_sweep
+    import tasks_lib.tracks.catalog  # noqa: F401  (the kits register their service sweeps)
 
-    return removed + rwe_sweep()
+    for name in SERVICE_SWEEPS:
+        removed += SERVICE_SWEEPS.get(name)()
+    return removed
 
 
 def _candidates(folder: Path) -> list[Path]:

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Track
 from tasks_lib.records import RunRecord, ScoreCard
+from tasks_lib.sweep import SERVICE_SWEEPS
 from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
@@ -22,6 +23,15 @@ if TYPE_CHECKING:
     from tasks_lib.harness.cell import CellPlan
     from tasks_lib.sandbox.base import SandboxBackend
     from tasks_lib.taskspec import TaskSpec
+
+
+@SERVICE_SWEEPS.register("rwe-study-database")
+def sweep_study_database() -> list[str]:
+    """Run roles of killed RWE runs (sessions, scratch schema, large objects) on the study
+    server (:func:`tasks_lib.rwe.sweep.sweep`; starts no cluster)."""
+    from tasks_lib.rwe.sweep import sweep
+
+    return sweep()
 
 
 class RweKit(TrackKit):
