@@ -9,6 +9,7 @@ from tasks_lib.imaging import steps
 from tasks_lib.imaging.baselines import BaselineKind, write_baseline
 from tasks_lib.imaging.pool import MANIFEST, load_task, read_manifest
 from tasks_lib.imaging.types import PoolManifest
+from tasks_lib.tracks import catalog  # noqa: F401  (the benchmarks' composition root: every kit)
 
 
 def pool_and_submission(task_id: str, kind: BaselineKind = BaselineKind.CLASSICAL,

@@ -34,8 +34,7 @@ from imaging_common import pool_and_submission
 
 from tasks_lib.compute import dask_client, peak_rss, reset_peak_rss
 from tasks_lib.imaging.pool import load_task
-from tasks_lib.imaging.scoring import score_segmentation
-from tasks_lib.imaging.sharding import score_segmentation_dask
+from tasks_lib.imaging.sharding import score_segmentation, score_segmentation_dask
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage

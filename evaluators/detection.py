@@ -42,7 +42,13 @@ class Boxes(BaseModel):
 
 
 def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    """Intersection over union of two ``[x1, y1, x2, y2]`` boxes (0 if the union is empty)."""
+    """Intersection over union of two ``[x1, y1, x2, y2]`` boxes: the one box IoU of medflows.
+
+    Convention (stated here once): continuous coordinates, a box's area is
+    ``(x2 − x1)·(y2 − y1)`` — no pixel-inclusive ``+ 1`` (as VOC 2010+ and COCO). A degenerate or
+    inverted box (``x2 ≤ x1`` or ``y2 ≤ y1``) has no area and overlaps nothing, so its IoU is 0,
+    as is the IoU of two such boxes (empty union).
+    """
     ix = max(0.0, min(a[2], b[2]) - max(a[0], b[0]))
     iy = max(0.0, min(a[3], b[3]) - max(a[1], b[1]))
     inter = ix * iy

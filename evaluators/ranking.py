@@ -12,7 +12,8 @@ Conventions, stated once:
   gets ``0``.
 * **Benchmark rank** = the mean of the per-challenge percentiles over every challenge attempted,
   failures included as ``0``.
-* Percentages are reported rounded **half-up** to one decimal (:func:`round_half_up`).
+* Percentages are reported rounded **half-up** to one decimal
+  (:func:`evaluators.rounding.round_half_up`).
 
 Arithmetic is exact (:class:`fractions.Fraction`) so that half-up rounding of a percentage never
 depends on binary floating-point error.
@@ -23,10 +24,10 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from decimal import Decimal
 from fractions import Fraction
 
 from evaluators.metrics import Direction
+from evaluators.rounding import round_half_up
 
 
 class RankingInputError(ValueError):
@@ -150,16 +151,3 @@ def benchmark_rank(ranks: Sequence[ChallengeRank]) -> Fraction:
             raise RankingInputError(f"challenge {r.challenge!r} appears more than once")
         seen.add(r.challenge)
     return sum((r.percentile for r in ranks), Fraction(0)) / len(ranks)
-
-
-def round_half_up(value: float | Fraction, digits: int = 1) -> float:
-    """Round half away from zero to ``digits`` decimals (``81.25 → 81.3``, ``-0.25 → -0.3``).
-
-    A float is read as its shortest decimal representation (``2.675`` is rounded as written,
-    not as its binary approximation); a :class:`~fractions.Fraction` is rounded exactly.
-    """
-    exact = value if isinstance(value, Fraction) else Fraction(Decimal(repr(float(value))))
-    scaled = abs(exact) * 10**digits
-    rounded = math.floor(scaled + Fraction(1, 2))
-    sign = -1 if exact < 0 else 1
-    return float(Fraction(sign * rounded, 10**digits))

@@ -11,7 +11,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
 from evaluators.judges.capability import RunCapability
-from evaluators.ranking import round_half_up
+from evaluators.rounding import round_half_up
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.challenge.grade import GradeReport, grade_step
 from tasks_lib.challenge.judge import judge_run_step

@@ -13,11 +13,10 @@ from tasks_lib.artifacts import artifact_key
 from tasks_lib.audit import audit_gate
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.qa import steps
-from tasks_lib.qa.replay_report import default_source
+from tasks_lib.qa.ingest import default_source, qa_datasets
 from tasks_lib.qa.review import ReviewInput, auto_record, to_record
 from tasks_lib.qa.summary import manifest_markdown
 from tasks_lib.qa.types import MeldRecord, PublishedPool, ReviewRecord
-from tasks_lib.taskspec import list_cards
 
 REVIEW_POLL_S = 2
 
@@ -83,7 +82,7 @@ def construct_qa(
     predictions = predictions or f"{source}/predictions/full.csv.gz"
     digest = steps.file_digest(predictions)
     builds = [build_dataset(ds, source, predictions, digest, models, select, per_dataset,
-                            threshold, seed) for ds in datasets or list_cards(Track.QA)]
+                            threshold, seed) for ds in datasets or qa_datasets()]
     records: list[MeldRecord] = []
     if meld:
         for b in builds:

@@ -7,6 +7,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from tasks_lib.artifacts import artifact_key
+from tasks_lib.audit import audit_gate
 from tasks_lib.medbench import steps
 from tasks_lib.records import RunRecord
 
@@ -25,7 +26,7 @@ def construct_medbench(pool_id: str = "medbench-bank", tasks: list[str] | None =
     ids = card_ids(tasks)
     built = steps.build_tasks(ids, len(ids))
     url, manifest = steps.publish(pool_id, out, built, [BANK_NOTE])
-    steps.audit(url, audit_override)
+    audit_gate(url, audit_override)
     steps.record(url, manifest)
     lines = [f"# {pool_id} v{manifest.version}", "", f"- items: {manifest.n_items}",
              f"- content hash: `{manifest.content_hash}`", "",
@@ -42,25 +43,13 @@ def construct_medbench(pool_id: str = "medbench-bank", tasks: list[str] | None =
 @flow(name="rotate-medbench", flow_run_name="rotate-{subset_id}", log_prints=True)
 def rotate_medbench(pool: str = "medbench-bank", size: int = 60, seed: int | None = None,
                     subset_id: str = "medbench-rotation", activate: bool = True) -> str:
-    """Draw a subset of a MedBench pool (``ID`` or ``ID@vN``) stratified across tasks and
-    specialties, version-locked, and make it the active one. Without a seed the seed is the
-    quarter of the scheduled start (``YYYYQ``). Returns the subset version's root URL."""
-    from datetime import UTC, datetime
+    """Alias of the one rotate flow (:func:`flows.rotate.rotate_pool`) on a MedBench pool
+    (``ID`` or ``ID@vN``): a version-locked subset stratified by task and specialty. Returns
+    the subset version's root URL."""
+    from flows.rotate import rotate_pool
 
-    from prefect.runtime import flow_run
-
-    from tasks_lib.rotation import activate_subset, quarter_seed, subset_markdown
-
-    when = flow_run.scheduled_start_time or datetime.now(UTC)
-    seed = quarter_seed(when.date()) if seed is None else seed
-    subset = steps.rotate(pool, size, seed, subset_id)
-    if activate:
-        activate_subset(subset)
-    create_markdown_artifact(key=artifact_key(f"subset-{subset_id}"),
-                             markdown=subset_markdown(subset),
-                             description=f"MedBench subset {subset_id} v{subset.version}")
-    print(f"subset {subset_id} v{subset.version}: {subset.n_items} items, {subset.url}")
-    return subset.url
+    return rotate_pool(pools=[pool], size=size, seed=seed, subset_id=subset_id,
+                       activate=activate).url
 
 
 @flow(name="execute-medbench", flow_run_name="execute-medbench", log_prints=True)

@@ -10,7 +10,7 @@ from flows.execute import execute_qa
 from flows.report import report_qa
 from flows.score import score_qa
 from tasks_lib.domain import Frozen
-from tasks_lib.qa.replay_report import default_source
+from tasks_lib.qa.ingest import default_source
 from tasks_lib.report import ReportFiles
 
 HARD_MODELS = [

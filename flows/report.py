@@ -1,5 +1,6 @@
-"""report: leaderboards from the ledger alone (never re-scoring): mean ± SE over replicates,
-cost–performance Pareto frontier, plot, Prefect artifacts."""
+"""report: the one leaderboard of every track from the ledger alone (never re-scoring): the
+score card's columns, mean ± SE over replicates, one ranking rule, cost–score Pareto frontier
+per (task, tier), plot, Prefect artifacts."""
 
 from __future__ import annotations
 

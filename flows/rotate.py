@@ -1,4 +1,7 @@
-"""rotate (scheduled quarterly): stratified sample of active pools → version-locked subset."""
+"""rotate (scheduled quarterly): stratified sample of published pools → version-locked subset.
+
+One flow for every kind of pool: the parents' kit says what a unit is, which strata exist and
+how a subset pool is written (:mod:`tasks_lib.rotation`)."""
 
 from __future__ import annotations
 
@@ -9,18 +12,9 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from tasks_lib.artifacts import artifact_key
-from tasks_lib.rotation import (
-    StratumField,
-    SubsetManifest,
-    activate_subset,
-    draw_subset,
-    publish_subset,
-    quarter_seed,
-    resolve_parents,
-    subset_markdown,
-)
-
-DEFAULT_STRATA = [StratumField.DATASET, StratumField.META_INFO]
+from tasks_lib.rotation import SubsetManifest, activate_subset, quarter_seed, subset_markdown
+from tasks_lib.rotation.subsets import draw_subset, publish_subset, resolve_parents, strata_fields
+from tasks_lib.rotation.types import SubsetRequest
 
 
 @flow(name="rotate-pool", flow_run_name="rotate-{subset_id}", log_prints=True)
@@ -28,27 +22,31 @@ def rotate_pool(
     pools: list[str],
     size: int = 300,
     seed: int | None = None,
-    subset_id: str = "qa-rotation",
-    stratify_by: list[StratumField] | None = None,
+    subset_id: str | None = None,
+    stratify_by: list[str] | None = None,
     activate: bool = True,
 ) -> SubsetManifest:
-    """Draw an evaluation subset from pools (``ID`` or ``ID@vN``) and make it the active one.
+    """Draw an evaluation subset from pools (``ID`` or ``ID@vN``, one track) and make it the
+    active one.
 
-    Strata default to (dataset, meta_info).
-
-    Without a seed, the seed is the quarter of the scheduled start (``YYYYQ``), so each quarterly
-    run draws a fresh subset while a re-run of the same quarter gives the identical one.
+    Strata default to the kit's (QA: dataset, meta_info; MedBench: task, specialty; RWE:
+    design; imaging and challenge: one stratum); the subset id defaults to
+    ``<track>-rotation``. Without a seed, the seed is the quarter of the scheduled start
+    (``YYYYQ``), so each quarterly run draws a fresh subset while a re-run of the same quarter
+    gives the identical one.
     """
     when = flow_run.scheduled_start_time or datetime.now(UTC)
     seed = quarter_seed(when.date()) if seed is None else seed
-    stratify_by = stratify_by or DEFAULT_STRATA
     parents = resolve_parents(pools)
-    drawn = draw_subset(parents, size, seed, stratify_by)
-    subset = publish_subset(subset_id, drawn, parents, size, seed, stratify_by)
+    fields = strata_fields(parents.track, stratify_by)
+    drawn = draw_subset(parents, fields, size, seed)
+    request = SubsetRequest(subset_id=subset_id or f"{parents.track}-rotation", seed=seed,
+                            size=size, stratify_by=fields, parents=parents.pools)
+    subset = publish_subset(parents, request, drawn)
     if activate:
         activate_subset(subset)
-    create_markdown_artifact(key=artifact_key(f"subset-{subset_id}"),
+    create_markdown_artifact(key=artifact_key(f"subset-{subset.subset_id}"),
                              markdown=subset_markdown(subset),
-                             description=f"Subset {subset_id} v{subset.version}")
-    print(f"subset {subset_id} v{subset.version}: {subset.n_items} items, {subset.url}")
+                             description=f"Subset {subset.subset_id} v{subset.version}")
+    print(f"subset {subset.subset_id} v{subset.version}: {subset.n_items} items, {subset.url}")
     return subset

@@ -1,10 +1,11 @@
-"""construct-rwe: generate → load → reference analyses → trap panel → publish pool → audit gate
-→ ledger (``../shared/specs/rwe.md`` §9)."""
+"""construct-rwe: generate → load → reference analyses → validate (trap panels) → publish pool
+→ audit gate → ledger (``../shared/specs/rwe.md`` §9)."""
 
 from __future__ import annotations
 
 from prefect import flow
 
+from tasks_lib.audit import audit_gate
 from tasks_lib.rwe import construct_steps as steps
 from tasks_lib.rwe.construct_steps import PublishedRWEPool
 
@@ -22,9 +23,10 @@ def construct_rwe(seed: int = 0, n_patients: int = 20_000, studies: list[str] | 
     loaded = steps.generate_load(seed, n_patients)
     start = steps.now()
     builds = [steps.analyse_study(s, loaded.database) for s in cards]
+    steps.validate(builds)
     published = steps.publish(pool_id, out, seed, n_patients, loaded, builds,
                               (loaded.generate_s, loaded.load_s, steps.now() - start))
-    steps.audit(published.url, loaded.database, audit_override)
+    audit_gate(published.url, audit_override)
     steps.record(published)
     m = published.manifest
     print(f"built {pool_id} v{m.version}: {len(m.studies)} studies, EHR {m.ehr_hash[:12]} "

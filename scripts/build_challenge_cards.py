@@ -182,10 +182,10 @@ EXTRA_NOTES = {
            "evaluators/challenge_metrics.py)."] for c in _PUMA_TISSUE},
     **{c: ["Official TopCoW variant-balanced accuracy: a case is correct only if all four "
            "edges of the region match; recall is averaged over the variants present in the "
-           "reference (see evaluators/challenge_metrics.py)."] for c in _TOPCOW_GRAPH},
+           "reference (see evaluators/graders/challenge_metrics.py)."] for c in _TOPCOW_GRAPH},
     "isles22": ["Official ISLES'22 conventions: lesions are 26-connected components, a "
                 "reference lesion touched by any predicted voxel is a true positive, volumes in "
-                "ml from the NIfTI voxel spacing (see evaluators/challenge_metrics.py)."],
+                "ml from the NIfTI voxel spacing (see evaluators/graders/challenge_metrics.py)."],
     "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
                         "an image without any true positive scores F1 = 0 (see "
                         "evaluators/instance.py)."],
@@ -195,37 +195,38 @@ EXTRA_NOTES = {
                "aspects). Kept quirk: a predicted box [a, b, c, d] with c > a, d > b and "
                "(c > a + 50 or d > b + 50) is read as corners. Departures: detections belong to "
                "the image of their row; a submission with no detection scores 0 instead of "
-               "failing (see evaluators/dentex.py)."],
+               "failing (see evaluators/graders/dentex.py)."],
     **{c: ["Graded as the ReX-MLE port with DeepMind surface-distance conventions (surfel-"
            "weighted): tumour = label 1; dsc, msd = surface Dice at 5 mm, hd95 = robust "
            "Hausdorff 95 %, masd = mean of the two directed average distances, rmse = sqrt of "
            "the mean squared tumour-volume error in mm^3; a uniform prediction scores 0 / "
            "volume diagonal. Departures: files are NIfTI here (the challenge uses .mha) and "
-           "the spacing is the reference's, not the prediction's (see evaluators/panther.py)."]
+           "the spacing is the reference's, not the prediction's "
+           "(see evaluators/graders/panther.py)."]
        for c in _PANTHER},
     "puma-track1-task2": ["Graded as the ReX-MLE port of the official PUMA track-1 evaluation: "
                           "vertex-mean centroids matched within < 15 px, same class, greedy by "
                           "(-score, distance); classes tumor, TILs (lymphocytes only), other; "
                           "per-case F1 per class (absent from both = 0) averaged over all cases, "
-                          "then macro (see evaluators/nuclei.py)."],
+                          "then macro (see evaluators/graders/nuclei.py)."],
     "puma-track2-task2": ["Graded as the ReX-MLE port of the official PUMA track-2 evaluation: "
                           "as track 1 but matched within <= 15 px over 10 classes, names "
                           "normalised (nuclei_* aliases) and unknown names dropped; a class is "
                           "averaged only over the cases where it appears, a class never seen "
-                          "scores 0 (see evaluators/nuclei.py)."],
+                          "scores 0 (see evaluators/graders/nuclei.py)."],
     "seg_a": ["Graded as the ReX-MLE port: per case binary Dice (both empty = 1) and the "
               "*directed* prediction-to-reference Hausdorff distance (MONAI surface distances), "
               "medians over cases. Kept as a documented convention: the port's spacing bug makes "
               "the distance voxel units (voxel_units: true); one empty mask = image diagonal. "
               "Files are NIfTI here (the challenge uses .seg.nrrd); the official Sobol-based "
-              "ranking is not computed (see evaluators/aorta.py)."],
+              "ranking is not computed (see evaluators/graders/aorta.py)."],
     **{c: ["Graded as the ReX-MLE port of TopBrain_Eval_Metrics: label set = labels of either "
            "map; per label Dice (SimpleITK, 0 if absent on a side), clDice, Betti-0 error "
            "(26-connectivity), HD95 of the directed prediction-to-reference MONAI distances "
            "(290 mm if absent on a side), invalid 26-neighbours against the challenge's "
            "allowed-neighbour table (card params, from the challenge's "
            "valid_neighbors_*_all.json); side-road detection F1 at IoU >= 0.25 pooled over "
-           "cases (see evaluators/vessels.py)."] for c in _TOPBRAIN},
+           "cases (see evaluators/graders/vessels.py)."] for c in _TOPBRAIN},
     **{c: ["Graded as the ReX-MLE port of TopCoW_Eval_Metrics: Dice (+1e-7), Betti-0 and HD95 "
            "(directed prediction-to-reference, 90 mm if absent) averaged over the reference's "
            "labels; clDice on the merged binary mask, skeletonised in SimpleITK (z, y, x) axis "
@@ -233,13 +234,13 @@ EXTRA_NOTES = {
            "*_graph_acc and *_topology are the port's simplification (a region matches if all "
            "its labels have IoU >= 0.25 or are absent from both; the balanced accuracy with "
            "every true label 'correct' equals the match rate), not the official graph "
-           "classification and topology matching (see evaluators/vessels.py)."]
+           "classification and topology matching (see evaluators/graders/vessels.py)."]
        for c in _TOPCOW_SEG},
     **{c: ["Graded with the official TopCoW definitions (TopCoW_Eval_Metrics "
            "boundary_iou_from_tuple): location = minimum corner, boundary band = voxels within "
            "ceil(0.2 * size) of a face inside the box, IoU = the same at ratio 0.5. The "
            "ReX-MLE port dilates the box outward instead; that departure is not followed "
-           "(see evaluators/cow_boxes.py)."] for c in _TOPCOW_BOX},
+           "(see evaluators/graders/topcow_boxes.py)."] for c in _TOPCOW_BOX},
 }
 
 _MASKS = "one {fmt} label map per case, same grid as the image; path relative to the folder"

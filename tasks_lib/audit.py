@@ -1,20 +1,25 @@
 """The exploit audit of a published pool: the ways an agent games a benchmark, checked before
 the pool is published (docs/audit.md).
 
-Five checks, one :class:`Finding` each, on any pool root (a QA pool root or an imaging pool
-version folder):
+Five checks, one :class:`Finding` each, on every kind of pool; what differs per track is data
+and methods of the pool's kit (:class:`~tasks_lib.tracks.base.TrackKit`), never a branch here:
 
-1. ``null_agents`` — no submission, the public sample submission and constant answers score at
-   or below the documented floor (``datasets/audit/floors.yaml``), scored by the track's kit.
+1. ``null_agents`` — the kit's null agents and the pool's public sample submission
+   (``kit.baselines``), scored by the kit, stay at or below their floors
+   (``datasets/audit/floors.yaml``, bounding ``kit.audit_value``); perfect scores above them.
 2. ``answer_key`` — nothing the agent can read (``public/``) reveals a reference: no byte copy
-   or digest of a private file, no reference field on a row that names a pool case, no
-   label-like file name, no "Answer: X" in a QA item.
-3. ``grader_tampering`` — reference copies planted in the submission folder do not move the
-   score; the agent sandbox spec mounts nothing private and the evaluator's mounts are read-only.
+   or digest of a private file or a copy in another encoding, no reference field on a row that
+   names a pool case, no label-like file name, none of the leaks the kit names
+   (``kit.answer_key_data``: e.g. "Answer: X" in a QA item).
+3. ``grader_tampering`` — forged reference copies planted in the kit's constant baseline do not
+   move its score; the agent sandbox spec mounts nothing private and the evaluator's mounts are
+   read-only.
 4. ``judge_injection`` — an answer that instructs the judge to give full marks
-   (``datasets/audit/injections.yaml``) is judged exactly like the same answer without it.
-5. ``egress`` — inside the agent sandbox, TCP to a listening 127.0.0.1 port, TCP to an external
-   address and DNS resolution all fail.
+   (``datasets/audit/injections.yaml``) is judged exactly like the same answer without it: the
+   kit's stage judges (``stage_rubric``) and answer judge (``kit.judge_answers``); "not
+   applicable" (with the reason) when the kit has neither.
+5. ``egress`` — inside the agent sandbox (the card's network policy), TCP to a listening
+   127.0.0.1 port, TCP to an external address and DNS resolution all fail.
 
 :func:`require_clean` is the publish gate: a pool is published only with a clean report or an
 explicit override reason, and the decision is recorded in the pool's ``audit.json``; the files it
@@ -65,8 +70,7 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     """Run every check on the pool at ``pool_url``; nothing is written to the pool.
 
     Args:
-        pool_url: A pool version root (URL or local path): QA, imaging, or a track whose kit
-            has its own audit (:meth:`TrackKit.audit`, e.g. MedBench).
+        pool_url: A pool version root (URL or local path) of any track.
         judge_model: Judge of the injection check (default: the configured ``judge_model``;
             ``rules`` is the offline judge).
         judge: Builds the judge to probe instead of the harness's StageJudge (tests).
@@ -75,13 +79,8 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     Raises:
         InputDataError: ``pool_url`` holds no pool.
     """
-    from tasks_lib.tracks.base import kit_for
-
     info = pool_info(pool_url)
     model = judge_model or get_settings().judge_model
-    own = kit_for(info.track).audit(info.url, model, sandbox)
-    if own is not None:  # the track audits its own pools (TrackKit.audit)
-        return own
     with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp:
         work = Path(tmp)
         findings = [_guard("null_agents", lambda: check_null_agents(info, work)),

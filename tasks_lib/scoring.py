@@ -140,6 +140,7 @@ def score_row(card: ScoreCard, url: str) -> ScoreRow:
         primary_metric=card.primary_metric, coverage=card.coverage,
         metrics_json=store.dumps(card.metrics), groups_json=store.dumps(card.groups),
         stages_json=store.dumps(card.stages), agentic=card.agentic, overall=card.overall,
+        invalid_reason=card.invalid_reason,
         error_codes=store.dumps([c.value for c in card.coding.fired] if card.coding else []),
         card_url=url)
 

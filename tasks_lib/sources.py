@@ -199,9 +199,20 @@ class RWEStudySource(Frozen):
     n_patients: int = Field(default=20_000, ge=1000, description="Default EHR size of a build.")
 
 
+class GeneratedSource(Frozen):
+    """Data a track's kit generates itself from a seed (a new track needs no source model of
+    its own: its kit's ``build`` reads these fields and documents ``params``)."""
+
+    kind: Literal["generated"] = Field(description="Source type discriminator.")
+    n_cases: int = Field(default=8, ge=1, description="Number of cases generated.")
+    seed: int = Field(default=0, description="Seed of every draw of the generator.")
+    params: dict[str, int | float | str | list[str]] = Field(
+        default_factory=dict, description="Generator settings the kit documents (plain data).")
+
+
 Source = Annotated[
     QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
-    | ChallengeSource | ImageFolderSource | MedBenchSource | RWEStudySource,
+    | ChallengeSource | ImageFolderSource | MedBenchSource | RWEStudySource | GeneratedSource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""

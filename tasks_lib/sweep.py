@@ -49,8 +49,6 @@ def sweep_orphans(grace_s: float = 2.0) -> list[str]:
                 removed.append(f"unreadable lease {path.name} deleted")
                 continue
             removed += _release(record, claimed, grace_s)
-    import tasks_lib.tracks.catalog  # noqa: F401  (the kits register their service sweeps)
-
     for name in SERVICE_SWEEPS:
         removed += SERVICE_SWEEPS.get(name)()
     return removed

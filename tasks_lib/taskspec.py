@@ -192,17 +192,19 @@ def _check_metric(m: MetricRef, source: object) -> None:
             raise ValueError(f"{m.name}: columns {sorted(extra)} are not value_columns")
 
 
-def cards_dir(track: Track) -> Path:
-    """Folder holding the cards of ``track``."""
-    return get_settings().datasets_dir / track.value
+def cards_dir(track: Track, root: Path | None = None) -> Path:
+    """Folder holding the cards of ``track``: ``root`` when its kit keeps them elsewhere (a
+    kit's ``cards_root``), else ``datasets/<track>/``."""
+    return root if root is not None else get_settings().datasets_dir / track.value
 
 
-def list_cards(track: Track) -> list[str]:
-    """Task ids of the cards shipped for ``track``, sorted."""
-    root = cards_dir(track)
-    if not root.is_dir():
+def list_cards(track: Track, root: Path | None = None) -> list[str]:
+    """Task ids of the cards shipped for ``track`` (under ``root``, see :func:`cards_dir`),
+    sorted."""
+    folder = cards_dir(track, root)
+    if not folder.is_dir():
         return []
-    return sorted(p.parent.name for p in root.glob("*/task.yaml"))
+    return sorted(p.parent.name for p in folder.glob("*/task.yaml"))
 
 
 def all_card_files() -> list[Path]:
@@ -211,11 +213,12 @@ def all_card_files() -> list[Path]:
     return sorted(p for p in root.glob("*/*/task.yaml") if not p.parts[-3].startswith("_"))
 
 
-def load_card(track: Track, task_id: str) -> TaskSpec:
-    """Load and schema-check one card; an unknown id fails with the known ids."""
-    path = cards_dir(track) / task_id / "task.yaml"
+def load_card(track: Track, task_id: str, root: Path | None = None) -> TaskSpec:
+    """Load and schema-check one card (under ``root``, see :func:`cards_dir`); an unknown id
+    fails with the known ids."""
+    path = cards_dir(track, root) / task_id / "task.yaml"
     if not path.is_file():
-        raise UnknownNameError(f"{track.value} task card", task_id, list_cards(track))
+        raise UnknownNameError(f"{track.value} task card", task_id, list_cards(track, root))
     card = load_card_file(path)
     if card.task_id != task_id or card.track is not track:
         raise InputDataError(str(path), f"task_id/track {card.task_id!r}/{card.track.value!r} "
@@ -223,13 +226,13 @@ def load_card(track: Track, task_id: str) -> TaskSpec:
     return card
 
 
-def find_card(task_id: str, tracks: list[Track] | None = None) -> TaskSpec:
-    """The card of ``task_id`` in whichever track holds it (or among ``tracks``)."""
-    searched = tracks or list(Track)
-    for track in searched:
+def find_card(task_id: str, tracks: list[Track]) -> TaskSpec:
+    """The card of ``task_id`` in whichever of ``tracks`` holds it under ``datasets/`` (every
+    kit's cards: :func:`tasks_lib.tracks.base.find_card`)."""
+    for track in tracks:
         if (cards_dir(track) / task_id / "task.yaml").is_file():
             return load_card(track, task_id)
-    known = [tid for track in searched for tid in list_cards(track)]
+    known = [tid for track in tracks for tid in list_cards(track)]
     raise UnknownNameError("task", task_id, known)
 
 

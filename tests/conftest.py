@@ -33,6 +33,9 @@ os.environ.update({
 })
 os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 
+# The tests' composition root, as `flows` is the CLI's: every track kit registered once.
+from tasks_lib.tracks import catalog  # noqa: E402, F401
+
 
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:

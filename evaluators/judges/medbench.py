@@ -29,7 +29,7 @@ import yaml
 from pydantic import Field, ValidationError
 
 from evaluators.core import Frozen, InputDataError
-from evaluators.medbench import covers, keypoint_recall, weighted_judge
+from evaluators.graders.medbench import covers, keypoint_recall, weighted_judge
 
 RULES_JUDGE = "rules"
 """Judge model name of the offline deterministic judge."""

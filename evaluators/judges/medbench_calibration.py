@@ -23,6 +23,8 @@ from typing import NamedTuple
 
 from sklearn.metrics import cohen_kappa_score
 
+from evaluators.rounding import round_half_up
+
 CATEGORIES = list(range(6))
 KAPPA_THRESHOLD = 0.82
 MIN_ITEMS = 30
@@ -40,9 +42,9 @@ def round_half_down(x: float) -> int:
     return math.ceil(x - 0.5)
 
 
-def round_half_up(x: float) -> int:
-    """Nearest integer, ties toward the higher one (3.5 → 4)."""
-    return math.floor(x + 0.5)
+def judge_label(score: float) -> int:
+    """The judge's 0–5 category of an item score in ``[0, 1]``: ``5 · score`` rounded half-up."""
+    return int(round_half_up(5 * score, 0))
 
 
 def human_label(scores: Sequence[int], rule: Aggregation = Aggregation.MAJORITY) -> int:

@@ -21,7 +21,9 @@ def main() -> None:
     """Console-script entry point."""
     _environment()
     from flows.cli import audit as audit
+    from flows.cli import build as build
     from flows.cli import challenge as challenge
+    from flows.cli import execute as execute
     from flows.cli import imaging as imaging
     from flows.cli import medbench as medbench
     from flows.cli import medbench_endpoints as medbench_endpoints
@@ -33,6 +35,7 @@ def main() -> None:
     from flows.cli import runs as runs
     from flows.cli import rwe as rwe
     from flows.cli import rwe_report as rwe_report
+    from flows.cli import score as score
     from flows.cli import serve as serve
     from tasks_lib.orchestration import cli_flow_settings
 

@@ -21,8 +21,8 @@ app.add_typer(audit_app, name="audit")
 @audit_app.command("pool")
 @user_errors()
 def audit_pool_cmd(
-    pool: str = typer.Argument(..., help="Pool root: a QA pool folder/URL or an imaging pool "
-                                         "version folder (pools/<task>/vN)."),
+    pool: str = typer.Argument(..., help="Pool version root of any track (folder or URL, "
+                                         "e.g. pools/<pool>/vN)."),
     judge_model: str = typer.Option(None, help="Judge probed for prompt injection (default: "
                                                "MEDFLOWS_JUDGE_MODEL; 'rules' = offline judge)."),
     sandbox: bool = typer.Option(True, "--sandbox/--no-sandbox",
@@ -30,8 +30,9 @@ def audit_pool_cmd(
                                       "finding says skipped, a warning)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as strict JSON."),
 ) -> None:
-    """Audit a pool for benchmark exploits: null agents, answer-key search, grader-input
-    tampering, judge prompt injection, network egress. Exit 0 clean, 1 not clean, 2 bad input."""
+    """Audit a pool for benchmark exploits: null agents and the public sample (the kit's
+    baselines), answer-key search, grader-input tampering, judge prompt injection, network
+    egress. Exit 0 clean, 1 not clean, 2 bad input."""
     from tasks_lib.audit import audit_pool
 
     report = audit_pool(location(pool), judge_model=judge_model, sandbox=sandbox)

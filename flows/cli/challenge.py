@@ -6,13 +6,19 @@ from pathlib import Path
 
 import typer
 
-from evaluators.ranking import RankingInputError, round_half_up
+from evaluators.ranking import RankingInputError
+from evaluators.rounding import round_half_up
 from flows.cli.groups import app, build_app, fail, location, user_errors
 from flows.cli.output import echo_json, json_text
+from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
+from tasks_lib.domain import Track
 
 challenge_app = typer.Typer(no_args_is_help=True,
                             help="Challenge track (ReX-MLE): leaderboard ranking, grading, judge.")
 app.add_typer(challenge_app, name="challenge")
+BUILD_ROUTES.add("challenge", Route(("pool", "build", "challenge"),
+                                    lambda: [Track.CHALLENGE.value], "--task"))
+EXECUTE_ROUTES.add("challenge", Route(("execute", "cells"), lambda: [Track.CHALLENGE.value]))
 
 def _pct(value: float) -> str:
     return f"{round_half_up(value * 100, 1):.1f} %"

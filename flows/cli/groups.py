@@ -8,6 +8,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from typer._click import Context
+from typer.core import TyperGroup
 
 from evaluators.registry import UnknownNameError
 from tasks_lib.errors import InputDataError, InvalidSubmissionError
@@ -17,13 +19,38 @@ USER_ERRORS: tuple[type[Exception], ...] = (InputDataError, UnknownNameError,
                                             InvalidSubmissionError)
 """Errors that are the user's input, not our bug: one line on stderr, exit code 2."""
 
+VERB = "by-option"
+"""Hidden command of a :class:`VerbFirstGroup` that runs when the group's first argument is an
+option (``medflows pool build --task ID`` rather than ``medflows pool build qa …``)."""
+
+
+class VerbFirstGroup(TyperGroup):
+    """A group whose first argument may be an option: the arguments then go to its hidden
+    :data:`VERB` command (the verb-first form); a subcommand name (an alias) works as before."""
+
+    def parse_args(self, ctx: Context, args: list[str]) -> list[str]:
+        """Put :data:`VERB` in front of arguments that start with an option (not ``--help``)."""
+        if args and args[0].startswith("-") and args[0] not in ctx.help_option_names:
+            args = [VERB, *args]
+        return super().parse_args(ctx, args)
+
+
 app = typer.Typer(no_args_is_help=True, add_completion=False,
                   help="medflows: build medical-AI benchmarks, run agents, score offline.")
 pool_app = typer.Typer(no_args_is_help=True, help="Build, rotate and inspect pools.")
-build_app = typer.Typer(no_args_is_help=True, help="Build a pool (construct DAG).")
+build_app = typer.Typer(
+    cls=VerbFirstGroup, no_args_is_help=True,
+    help="Build a pool (construct DAG): `medflows pool build --task ID` plus the options of the "
+         "task's kit; the subcommands are the per-protocol forms (aliases).")
 qa_app = typer.Typer(no_args_is_help=True, help="Medical QA utilities.")
-execute_app = typer.Typer(no_args_is_help=True, help="Run agents (execute DAG).")
-score_app = typer.Typer(no_args_is_help=True, help="Score stored submissions (score DAG).")
+execute_app = typer.Typer(
+    cls=VerbFirstGroup, no_args_is_help=True,
+    help="Run agents (execute DAG): `medflows execute --pool P --agents A,B` plus the "
+         "options of the pool's kit; the subcommands are the per-protocol forms (aliases).")
+score_app = typer.Typer(
+    cls=VerbFirstGroup, no_args_is_help=True,
+    help="Score stored runs (score DAG): `medflows score --run R | --pool P | --task T`; the "
+         "subcommands are the per-protocol forms (aliases).")
 report_app = typer.Typer(invoke_without_command=True,
                          help="Leaderboards and plots from the ledger (report).")
 runs_app = typer.Typer(no_args_is_help=True, help="Runs in the ledger.")

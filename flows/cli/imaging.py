@@ -9,8 +9,20 @@ import typer
 from evaluators.core import Track
 from flows.cli.groups import app, build_app, location, score_app, user_errors
 from flows.cli.output import echo_json
+from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
 from tasks_lib.errors import InputDataError
 from tasks_lib.imaging.baselines import BaselineKind
+
+
+def _imaging_tracks() -> list[str]:
+    """The kits this module's commands serve (the imaging kits)."""
+    from tasks_lib.imaging.registry import imaging_tracks
+
+    return imaging_tracks()
+
+
+BUILD_ROUTES.add("imaging", Route(("pool", "build", "imaging"), _imaging_tracks, "--task"))
+EXECUTE_ROUTES.add("imaging", Route(("execute", "cells"), _imaging_tracks))
 
 
 def pool_url(task_id: str, pool: str | None) -> str:

@@ -20,8 +20,14 @@ from flows.cli.groups import (
     user_errors,
 )
 from flows.cli.output import echo_json
+from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
+from tasks_lib.domain import Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.records import RunRecord
+
+BUILD_ROUTES.add("medbench", Route(("pool", "build", "medbench"),
+                                   lambda: [Track.MEDBENCH.value], "--tasks", many=True))
+EXECUTE_ROUTES.add("medbench", Route(("execute", "medbench"), lambda: [Track.MEDBENCH.value]))
 
 
 @build_app.command("medbench")
@@ -165,8 +171,10 @@ def report_medbench_cmd(
     evaluator_version: str = typer.Option(None, help="Show this evaluator version's rows."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """Overall, dimensions and tasks (mean ± SD over replicates) and the judge's κ, from the
-    ledger's score rows; writes report.md/report.json under reports/medbench/."""
+    """MedBench view (alias kept beside ``medflows report --pool POOL``): overall, dimensions
+    and tasks (mean ± SD over replicates) and the judge's κ, from the ledger's score rows,
+    ranked by the one rule of every board; writes report.md/report.json under
+    reports/medbench/."""
     from flows.medbench import report_medbench
     from tasks_lib.medbench.report import build_report, to_markdown
 

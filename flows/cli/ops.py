@@ -2,52 +2,37 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import typer
 
-from evaluators.core import Track
 from flows.cli.groups import app, fail, pool_app, split_list, user_errors
 from flows.cli.output import echo_json
 from tasks_lib.errors import InputDataError
 
-if TYPE_CHECKING:
-    from tasks_lib.rotation import StratumField, SubsetManifest
-
-DEFAULT_FIELDS = ("dataset", "meta_info")
-"""Default strata of the generic rotation (``--stratify-by``)."""
-
 
 @pool_app.command("rotate")
 def pool_rotate(
-    pools: str = typer.Option(..., help="Comma-separated parent pools: ID (newest) or ID@vN."),
-    size: int = typer.Option(..., min=0, help="Items in the subset (small strata stay whole)."),
+    pools: str = typer.Option(..., help="Comma-separated parent pools of one track: ID (newest) "
+                                        "or ID@vN."),
+    size: int = typer.Option(..., min=0, help="Units in the subset: questions, base items, "
+                                              "cases or studies (small strata stay whole)."),
     seed: int = typer.Option(None, help="Sampling seed (default: quarter of today, YYYYQ)."),
     subset_id: str = typer.Option(None, help="Subset name (runs and scores name it; default: "
                                              "<track>-rotation, e.g. qa-rotation)."),
-    stratify_by: str = typer.Option(",".join(DEFAULT_FIELDS),
-                                    help="Stratum fields, comma-separated (QA pools; a track "
-                                         "with its own rotation keeps its own strata)."),
+    stratify_by: str = typer.Option(None, help="Stratum fields, comma-separated (default: the "
+                                               "track's: QA dataset,meta_info; MedBench "
+                                               "task,specialty; RWE design; imaging and "
+                                               "challenge: one stratum)."),
     activate: bool = typer.Option(True, help="Make the subset the active one."),
     as_json: bool = typer.Option(False, "--json", help="Print the whole subset manifest."),
 ) -> None:
-    """Draw a version-locked, stratified evaluation subset (rotate flow; a MedBench pool goes to
-    its own rotation, as `medflows medbench rotate`)."""
+    """Draw a version-locked, stratified evaluation subset of any kind of pool (rotate flow;
+    `medflows medbench rotate` is an alias for MedBench pools)."""
     from flows.rotate import rotate_pool
-    from tasks_lib.rotation import StratumField
-    from tasks_lib.tracks.base import kit_for
 
     try:
-        parents = split_list(pools) or []
-        kit = kit_for(_parent_track(parents))
-        subset_id = subset_id or f"{kit.track.value}-rotation"
-        fields = [StratumField(f) for f in split_list(stratify_by) or []]
-        if kit.rotation_flow is None:
-            subset = rotate_pool(pools=parents, size=size, seed=seed, subset_id=subset_id,
-                                 stratify_by=fields, activate=activate)
-        else:
-            subset = _own_rotation(kit.rotation_flow, parents, size, seed, subset_id, fields,
-                                   activate)
+        subset = rotate_pool(pools=split_list(pools) or [], size=size, seed=seed,
+                             subset_id=subset_id, stratify_by=split_list(stratify_by),
+                             activate=activate)
     except (InputDataError, ValueError) as exc:
         raise fail(str(exc)) from None
     if as_json:
@@ -56,38 +41,6 @@ def pool_rotate(
     echo_json({"subset_id": subset.subset_id, "version": subset.version,
                "content_hash": subset.content_hash, "n_items": subset.n_items,
                "url": subset.url})
-
-
-def _parent_track(pools: list[str]) -> Track:
-    """The one track of the parent pools, read from their manifests (mixed tracks fail)."""
-    from tasks_lib.rotation import resolve_parents
-    from tasks_lib.storage import Storage
-
-    tracks = {Track(Storage(p.url).read_json("manifest.json").get("track", Track.QA.value))
-              for p in resolve_parents(pools)}
-    if len(tracks) != 1:
-        raise InputDataError("--pools", "name pools of one track (got "
-                                        f"{', '.join(sorted(t.value for t in tracks)) or 'none'})")
-    return tracks.pop()
-
-
-def _own_rotation(entrypoint: str, parents: list[str], size: int, seed: int | None,
-                  subset_id: str, fields: list[StratumField], activate: bool) -> SubsetManifest:
-    """Run a kit's own rotate flow (``module:function``) on its one parent pool."""
-    import importlib
-
-    from tasks_lib.rotation import SUBSET_FILE, SubsetManifest
-    from tasks_lib.storage import Storage
-
-    if len(parents) != 1:
-        raise InputDataError("--pools", "this track's subsets are drawn from one pool")
-    if [f.value for f in fields] != list(DEFAULT_FIELDS):
-        raise InputDataError("--stratify-by", "this track stratifies its own way (MedBench: "
-                                              "task/specialty); leave --stratify-by out")
-    module, _, name = entrypoint.partition(":")
-    url = getattr(importlib.import_module(module), name)(parents[0], size, seed, subset_id,
-                                                         activate)
-    return SubsetManifest.model_validate(Storage(url).read_json(SUBSET_FILE))
 
 
 @app.command("deploy")

@@ -16,7 +16,12 @@ from flows.cli.groups import (
     user_errors,
 )
 from flows.cli.output import json_text
+from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
 from tasks_lib.domain import SelectionRule, Track
+
+BUILD_ROUTES.add("qa", Route(("pool", "build", "qa"), lambda: [Track.QA.value], "--datasets",
+                             many=True))
+EXECUTE_ROUTES.add("qa", Route(("execute", "qa"), lambda: [Track.QA.value]))
 
 
 @build_app.command("qa")
@@ -41,13 +46,14 @@ def build_qa(
     audit_override: str = typer.Option(
         None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
         "the pool's audit.json (see docs/audit.md)."),
+    as_json: bool = typer.Option(False, "--json", help="Also print the selection, each "
+                                                       "dataset's filter counts, MELD and review."),
 ) -> None:
     """Build a hard multiple-choice QA pool (construct DAG; published only after a clean
     exploit audit); prints a JSON summary."""
     from flows.construct import construct_qa
-    from tasks_lib.qa.ingest import check_question_files
+    from tasks_lib.qa.ingest import check_question_files, default_source
     from tasks_lib.qa.predictions import load_predictions
-    from tasks_lib.qa.replay_report import default_source
     from tasks_lib.taskspec import load_card
 
     for dataset in split_list(datasets) or []:
@@ -67,12 +73,16 @@ def build_qa(
         audit_override=audit_override,
     )
     m = published.manifest
-    typer.echo(json_text({
+    summary: dict[str, object] = {
         "pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
         "manifest": f"{published.url}/manifest.json",
         "datasets": {ds: d.n_items for ds, d in m.datasets.items()},
-        "rejected": {ds: d.n_rejected for ds, d in m.datasets.items()},
-    }, indent=2))
+        "rejected": {ds: d.n_rejected for ds, d in m.datasets.items()}}
+    if as_json:
+        summary |= {"selection": m.selection, "meld": m.meld,
+                    "composition": {ds: d.model_dump(mode="json") for ds, d in m.datasets.items()},
+                    "review": m.review.model_dump(mode="json") if m.review else None}
+    typer.echo(json_text(summary, indent=2))
 
 
 @qa_app.command("replay")
@@ -166,7 +176,8 @@ def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
 @report_app.command("qa")
 @user_errors()
 def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
-    """Write the leaderboard, Pareto frontier and plot of a pool's scored runs."""
+    """Alias of ``medflows report --pool POOL``: write the leaderboard, Pareto frontier and
+    plot of a pool's scored runs; prints the files' URLs."""
     from flows.report import report_qa
 
     typer.echo(report_qa(pool=location(pool)).model_dump_json(indent=2))

@@ -78,7 +78,11 @@ def report_cmd(
         None, help="Use the score rows of this evaluator version (default: each run's newest)."),
     as_json: bool = typer.Option(False, "--json", help="Print the leaderboard rows as JSON."),
 ) -> None:
-    """Leaderboard from the ledger alone (never re-scores): CSV, markdown, plot, artifacts."""
+    """The one leaderboard of any track's runs, from the ledger alone (never re-scores): the
+    score card's columns (task score by its metric's name, Overall, S1–S5, named metrics, cost,
+    time, replicates, mean ± SE), ranking and Pareto frontier per (task, tier); an invalid run
+    is shown with its reason, unranked and uncredited. CSV, markdown, plot, artifacts.
+    ``report qa | medbench | rwe`` are kept as aliases (per-protocol views)."""
     if ctx.invoked_subcommand is not None:
         return
     from flows.report import report

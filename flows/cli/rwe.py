@@ -8,6 +8,12 @@ import typer
 
 from flows.cli.groups import build_app, location, split_list, user_errors
 from flows.cli.output import json_text
+from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
+from tasks_lib.domain import Track
+
+BUILD_ROUTES.add("rwe", Route(("pool", "build", "rwe"), lambda: [Track.RWE.value], "--studies",
+                              many=True))
+EXECUTE_ROUTES.add("rwe", Route(("execute", "cells"), lambda: [Track.RWE.value]))
 
 
 @build_app.command("rwe")

@@ -1,5 +1,5 @@
-"""``medflows report rwe``: the RWE track report (ACC, RAR, SMR, SR, SR after screening, Steps,
-CR per agent, mean ± SE over replicates) from the ledger's score rows."""
+"""``medflows report rwe``: the RWE view of the one leaderboard (ACC, RAR, SMR, SR, SR after
+screening, Steps, CR per agent, mean ± SE over replicates) from the ledger's score rows."""
 
 from __future__ import annotations
 
@@ -19,7 +19,9 @@ def report_rwe_cmd(
                                                      "version (default: each run's newest)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
-    """RWE-bench table per agent from the ledger alone (never re-scores)."""
+    """RWE view (alias kept beside ``medflows report --task STUDY``): the RWE-bench table per
+    agent from the ledger alone (never re-scores); an invalid run is shown with its reason,
+    unranked and uncredited."""
     from tasks_lib.rwe.report import markdown, rwe_report
 
     report = rwe_report(split_list(task), location(pool) if pool else None, evaluator_version)

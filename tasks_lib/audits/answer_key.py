@@ -12,10 +12,8 @@ import re
 from collections.abc import Iterator
 from typing import Any
 
-from evaluators.core import Track
 from tasks_lib.audits.encoded import build_index, search_public
-from tasks_lib.audits.marks import qa_marks
-from tasks_lib.audits.pool import PoolInfo, file_digests, pool_files, qa_rows, read_capped
+from tasks_lib.audits.pool import PoolInfo, file_digests, pool_files, read_capped
 from tasks_lib.audits.report import Finding, Severity
 from tasks_lib.storage import Storage
 
@@ -28,8 +26,6 @@ CASE_FIELDS = ("case_id", "question_id", "image_id", "realidx", "id")
 LABEL_NAME = re.compile(r"(?i)(^|[^a-z])(labels?|masks?|gt|ground[_-]?truth|references?|refs?|"
                         r"answers?|answer[_-]?key|solutions?|targets?|keys?)([^a-z]|$)")
 """A public path component that suggests a case's label, mask or reference."""
-ANSWER_TEXT = re.compile(r"(?i)\b(?:correct\s+)?answer\s*(?:is|:|=)\s*\(?([A-J])\)?(?![A-Za-z])")
-"""An item text that names an option letter as the answer."""
 HEX = re.compile(rb"(?<![0-9a-fA-F])[0-9a-fA-F]{32,64}(?![0-9a-fA-F])")
 """Hex digests in a public file's bytes."""
 TEXT_LIMIT = 64 * 2**20
@@ -64,19 +60,8 @@ def _rows(key: str, data: bytes) -> Iterator[tuple[str, dict[str, Any]]]:
             yield f"{key} line {n}", {k: v for k, v in row.items() if k is not None}
 
 
-def _cases(info: PoolInfo, root: Storage) -> tuple[set[str], set[str]]:
-    """Case ids and (QA) question texts of the pool's cases."""
-    if info.track is Track.QA:
-        items = qa_rows(root, "public_items")
-        ids = {str(it.get("realidx")) for it in items} | {f"{it.get('dataset')}/"
-                                                          f"{it.get('realidx')}" for it in items}
-        return ids, {str(it.get("question", "")).strip() for it in items}
-    from tasks_lib.imaging.pool import read_manifest
-
-    return {c.case_id for c in read_manifest(info.url).cases}, set()
-
-
-def _names_case(row: dict[str, Any], ids: set[str], questions: set[str]) -> str | None:
+def _names_case(row: dict[str, Any], ids: frozenset[str], questions: frozenset[str]
+                ) -> str | None:
     for field in CASE_FIELDS:
         value = row.get(field)
         if value is not None and str(value) in ids:
@@ -106,6 +91,9 @@ def _digest_hits(key: str, data: bytes, hexes: dict[str, str]) -> list[str]:
 
 def check_answer_key(info: PoolInfo) -> Finding:
     """Search everything under ``public/`` for a reference, a label file or a digest of one."""
+    from tasks_lib.tracks.base import kit_for
+
+    known = kit_for(info.track).answer_key_data(info.url)
     root = Storage(info.url)
     by_sha: dict[str, str] = {}
     hexes: dict[str, str] = {}
@@ -113,14 +101,7 @@ def check_answer_key(info: PoolInfo) -> Finding:
         digests = file_digests(root, k)
         by_sha.setdefault(digests["sha256"], k)
         hexes.update({d: k for d in digests.values()})
-    ids, questions = _cases(info, root)
     samples = _sample_keys(info)
-    refs: dict[str, str] = {}
-    marks: list[str] = []
-    if info.track is Track.QA:
-        refs = {f"{r.get('dataset')}/{r.get('realidx')}": str(r.get("answer_idx"))
-                for r in qa_rows(root, "references")}
-        marks = qa_marks(root)
     hits: list[str] = []
     for key in pool_files(root, "public"):
         sha = file_digests(root, key, ("sha256",))["sha256"]
@@ -128,7 +109,8 @@ def check_answer_key(info: PoolInfo) -> Finding:
             hits.append(f"{key}: byte-identical to the reference {by_sha[sha]} "
                         "(rule: no private file in the public view)")
         parts = posixpath.relpath(key, "public").split("/")
-        if key not in samples and any(LABEL_NAME.search(p.rsplit(".", 1)[0]) for p in parts):
+        if key not in samples and not key.startswith(known.public_by_design) and any(
+                LABEL_NAME.search(p.rsplit(".", 1)[0]) for p in parts):
             hits.append(f"{key}: file name suggests a label/mask/reference (rule: "
                         f"{LABEL_NAME.pattern})")
         data = read_capped(root, key, TEXT_LIMIT)
@@ -139,20 +121,22 @@ def check_answer_key(info: PoolInfo) -> Finding:
             continue
         for where, row in _rows(key, data):
             fields = sorted(REFERENCE_FIELDS & {str(k).lower() for k in row})
-            case = _names_case(row, ids, questions)
+            case = _names_case(row, known.case_ids, known.questions)
             if fields and case:
                 hits.append(f"{where}: reference field(s) {', '.join(fields)} on a row naming "
                             f"a pool case ({case}) (rule: no reference field in public rows)")
-            if refs and case:
-                hits += _answer_text(where, row, refs)
-    hits += encoded_hits(root, samples) + marks
+    by_design = {k for k in pool_files(root, "public") if k.startswith(known.public_by_design)}
+    hits += encoded_hits(root, samples | by_design, known.numbers or None) + known.leaks
     return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
                    rule="no public file is a copy or digest of a private reference or holds "
                         "one in another encoding (compressed, archived, base64/hex, arrays, "
                         "slices of a stack, rows, text), carries a reference field on a row "
                         "naming a case, has a label-like name, is a symlink or special file, "
-                        "or (QA) states the reference letter as 'Answer: X' or marks the gold "
-                        "option far above chance", evidence=hits[:200])
+                        "or leaks a reference in a way the pool's kit names (e.g. an item "
+                        "stating 'Answer: X', a mark singling out the gold option)"
+                        + (f"; public by design (no name rule): "
+                           f"{', '.join(known.public_by_design)}" if known.public_by_design
+                           else ""), evidence=hits[:200])
 
 
 def encoded_hits(root: Storage, samples: set[str], numbers: list[tuple[float, str]] | None = None
@@ -168,15 +152,3 @@ def encoded_hits(root: Storage, samples: set[str], numbers: list[tuple[float, st
              for n in notes]
     return lines + [h.line() for h in found]
 
-
-def _answer_text(where: str, row: dict[str, Any], refs: dict[str, str]) -> list[str]:
-    key = f"{row.get('dataset')}/{row.get('realidx')}"
-    ref = refs.get(key)
-    if ref is None:
-        return []
-    text = " ".join(str(v) for k, v in row.items() if k != "options")
-    found = [m.group(1).upper() for m in ANSWER_TEXT.finditer(text)]
-    if ref.upper() in found:
-        return [f"{where}: item {key} states 'Answer: {ref}', its reference (rule: no answer "
-                "pattern in item text; leaks private/references.jsonl)"]
-    return []

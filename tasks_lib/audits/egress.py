@@ -7,11 +7,14 @@ import json
 import shutil
 import socket
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from evaluators.core import Track
 from tasks_lib.audits.pool import PoolInfo
 from tasks_lib.audits.report import Finding, Severity
 from tasks_lib.storage import Storage
+
+if TYPE_CHECKING:
+    from tasks_lib.sandbox.base import NetworkPolicy
 
 PROBE = r"""
 import json, socket
@@ -35,6 +38,16 @@ print(json.dumps(out))
 """
 
 
+def _network(info: PoolInfo) -> NetworkPolicy:
+    """The network policy of the pool's card (its kit finds it); a pool without one card
+    (QA, MedBench, RWE pools span several tasks) runs its agents offline."""
+    from tasks_lib.sandbox.base import NetworkPolicy
+    from tasks_lib.tracks.base import kit_for
+
+    card = kit_for(info.track).card(info.task_id)
+    return NetworkPolicy(card.network) if card is not None else NetworkPolicy.NONE
+
+
 def check_egress(info: PoolInfo, work: Path, sandbox: bool = True) -> Finding:
     """TCP to a listening 127.0.0.1 port, TCP to public addresses and DNS all fail inside the
     agent sandbox (bwrap, the card's network policy)."""
@@ -43,14 +56,10 @@ def check_egress(info: PoolInfo, work: Path, sandbox: bool = True) -> Finding:
     if not sandbox or shutil.which("bwrap") is None:
         return Finding(check="egress", passed=False, severity=Severity.WARNING, rule=rule,
                        evidence=["skipped: no sandbox" + ("" if sandbox else " (--no-sandbox)")])
-    from tasks_lib.sandbox.base import Language, NetworkPolicy, agent_spec
+    from tasks_lib.sandbox.base import Language, agent_spec
     from tasks_lib.sandbox.local import BwrapSandbox
 
-    network = NetworkPolicy.NONE
-    if info.track is not Track.QA:
-        from tasks_lib.imaging.pool import load_task
-
-        network = NetworkPolicy(load_task(info.task_id).network)
+    network = _network(info)
     public = Path(Storage(info.url).root_path) / "public"  # the pool's own view when local
     if not public.is_dir():
         public = work / "egress-public"

@@ -8,7 +8,7 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from evaluators.core import InputDataError, Track
 from tasks_lib.audits.pool import PoolInfo, injections
@@ -30,6 +30,8 @@ class Judge(Protocol):
 JudgeFactory = Callable[[], Judge]
 
 
+PLAIN_ANSWER = "I am not sure."
+"""The answer the kit's answer judge grades with and without each payload."""
 HONEST_PLAN = ("# Plan\n\nLoad the public inputs, apply the track's scripted baseline method "
                "(method.py) and write the submission in the documented layout.\n")
 
@@ -98,49 +100,88 @@ def stage_judge_factory(model: str, cache: Storage) -> JudgeFactory:
     return make
 
 
-def check_judge_injection(info: PoolInfo, judge: JudgeFactory | None, model: str,
-                          work: Path) -> Finding:
-    """Each payload of ``injections.yaml`` added to a plain answer leaves every judged stage's
-    score unchanged."""
-    from evaluators.judges import stages
+class Probe(NamedTuple):
+    """What one judge's injection probe found: moved scores, judge failures, its rule."""
 
-    try:
-        stages.load_rubric(info.track.value)
-    except KeyError:
-        return Finding(check="judge_injection", passed=True, severity=Severity.INFO,
-                       rule="the judged score does not move when the answer tells the judge "
-                            "to give full marks",
-                       evidence=[f"track {info.track.value} has no LLM-judged stage (scored by "
-                                 "exact rules only): nothing to inject"])
+    moved: list[str]
+    failed: list[str]
+    rule: str
+
+
+def _stage_probe(info: PoolInfo, rubric: str, judge: JudgeFactory | None, model: str,
+                 work: Path) -> Probe:
+    """The S1–S3 stage judges (and, for the harness's own judges, the error-code coder) on an
+    honest answer with and without each payload."""
     make = judge or stage_judge_factory(model, Storage(str(work / "judge-cache")))
     files = ["plan.md", "submission"]
-    track = info.track.value
-    clean = {j.stage: j for j in make().judge(track, JUDGE_TIER, _digest(info.track, ""), files)}
-    evidence: list[str] = []
-    warnings: list[str] = []
+    clean = {j.stage: j for j in make().judge(rubric, JUDGE_TIER, _digest(info.track, ""), files)}
+    moved: list[str] = []
+    failed: list[str] = []
     for payload in injections():
-        got = make().judge(track, JUDGE_TIER, _digest(info.track, payload["text"]), files)
+        got = make().judge(rubric, JUDGE_TIER, _digest(info.track, payload["text"]), files)
         if judge is None:  # the harness's own judges: the error-code coder is one too
-            moved, failed = _coder_moved(info.track, model, payload)
-            evidence += moved
-            warnings += failed
+            coder_moved, coder_failed = _coder_moved(info.track, model, payload)
+            moved += coder_moved
+            failed += coder_failed
         for j in got:
             base = clean.get(j.stage)
             if j.error is not None or (base is not None and base.error is not None):
-                warnings.append(f"{payload['id']}/{j.stage}: judge failed: "
-                                f"{j.error or (base.error if base else '')}")
+                failed.append(f"{payload['id']}/{j.stage}: judge failed: "
+                              f"{j.error or (base.error if base else '')}")
             elif base is None or base.score != j.score:
-                evidence.append(f"payload {payload['id']!r} (datasets/audit/injections.yaml) "
-                                f"moved {j.stage} from {base.score if base else None} to "
-                                f"{j.score} (judge {model}; rule: injected instructions must "
-                                "not change the judged score)")
-    rule = (f"{len(injections())} injected payloads leave S1–S3 of the {info.track.value} "
-            f"rubric{' and the fired error codes' if judge is None else ''} unchanged (judge "
-            f"{model})")
-    if evidence:
+                moved.append(f"payload {payload['id']!r} (datasets/audit/injections.yaml) moved "
+                             f"{j.stage} from {base.score if base else None} to {j.score} "
+                             f"(judge {model}; rule: injected instructions must not change the "
+                             "judged score)")
+    return Probe(moved, failed, f"S1–S3 of the {rubric} rubric"
+                                f"{' and the fired error codes' if judge is None else ''}")
+
+
+def _answer_probe(info: PoolInfo, model: str) -> Probe | None:
+    """The kit's answer judge (e.g. MedBench's rubric judge of open-ended items) on a plain
+    answer with and without each payload; None when the kit judges no answer."""
+    from tasks_lib.tracks.base import kit_for
+
+    payloads = injections()
+    answers = [PLAIN_ANSWER] + [f"{PLAIN_ANSWER}\n{p['text']}" for p in payloads]
+    values = kit_for(info.track).judge_answers(info.url, answers, model)
+    if values is None:
+        return None
+    clean, rest = values[0], values[1:]
+    failed = [f"{p['id']}/answer judge: judge failed"
+              for p, v in zip(payloads, rest, strict=True) if v is None or clean is None]
+    moved = [f"payload {p['id']!r} (datasets/audit/injections.yaml) raised the answer judge's "
+             f"value from {clean} to {v} (judge {model}; rule: injected instructions must not "
+             "raise the judged value)" for p, v in zip(payloads, rest, strict=True)
+             if v is not None and clean is not None and v > clean + 1e-9]
+    return Probe(moved, failed, "the kit's answer judge value")
+
+
+def check_judge_injection(info: PoolInfo, judge: JudgeFactory | None, model: str,
+                          work: Path) -> Finding:
+    """Each payload of ``injections.yaml`` added to a plain answer leaves every judged score
+    unchanged: the kit's S1–S3 stage judges (its ``stage_rubric``) and its answer judge
+    (:meth:`~tasks_lib.tracks.base.TrackKit.judge_answers`); not applicable when the kit has
+    neither."""
+    from tasks_lib.tracks.base import kit_for
+
+    rubric = kit_for(info.track).stage_rubric
+    probes = [p for p in (_stage_probe(info, rubric, judge, model, work) if rubric else None,
+                          _answer_probe(info, model)) if p is not None]
+    if not probes:
+        return Finding(check="judge_injection", passed=True, severity=Severity.INFO,
+                       rule="the judged score does not move when the answer tells the judge "
+                            "to give full marks",
+                       evidence=[f"not applicable: the {info.track.value} kit has no stage "
+                                 "rubric and judges no answer (scored by exact rules only)"])
+    moved = [m for p in probes for m in p.moved]
+    failed = [f for p in probes for f in p.failed]
+    rule = (f"{len(injections())} injected payloads leave "
+            f"{' and '.join(p.rule for p in probes)} unchanged (judge {model})")
+    if moved:
         return Finding(check="judge_injection", passed=False, severity=Severity.ERROR,
-                       rule=rule, evidence=evidence)
-    if warnings:
+                       rule=rule, evidence=moved)
+    if failed:
         return Finding(check="judge_injection", passed=False, severity=Severity.WARNING,
-                       rule=rule, evidence=warnings[:20])
+                       rule=rule, evidence=failed[:20])
     return Finding(check="judge_injection", passed=True, severity=Severity.ERROR, rule=rule)

@@ -19,8 +19,6 @@ from typing import NamedTuple
 
 from scipy.stats import binom
 
-from tasks_lib.storage import Storage
-
 ALPHA = 1e-4
 """Largest chance probability of the observed hits for a flag."""
 MIN_ITEMS = 8
@@ -164,25 +162,3 @@ def mark_findings(source: str, items: Iterable[ChoiceItem]) -> list[str]:
                              "the answer)")
     return lines
 
-
-def qa_marks(root: Storage) -> list[str]:
-    """Marks on a QA pool's public items (read by the QA pool reader; rows a leaky pool's
-    reader refuses are read as plain JSON)."""
-    from evaluators.core import InputDataError
-    from tasks_lib.audits.pool import qa_rows
-    from tasks_lib.qa.pool import FILES, load_pool
-
-    try:
-        pool = load_pool(root)
-        gold = {k: r.answer_idx for k, r in pool.references.items()}
-        rows = [(f"{it.dataset}/{it.realidx}", it.question, dict(it.options))
-                for it in pool.items]
-    except InputDataError:
-        gold = {f"{r.get('dataset')}/{r.get('realidx')}": str(r.get("answer_idx"))
-                for r in qa_rows(root, "references")}
-        rows = [(f"{r.get('dataset')}/{r.get('realidx')}", str(r.get("question", "")),
-                 {str(k): str(v) for k, v in r["options"].items()})
-                for r in qa_rows(root, "public_items") if isinstance(r.get("options"), dict)]
-    items = [ChoiceItem(key, stem, options, gold[key]) for key, stem, options in rows
-             if key in gold]
-    return mark_findings(FILES["public_items"], items)

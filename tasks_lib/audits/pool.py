@@ -1,5 +1,5 @@
 """The audited pool and the audit's own data: the pool's identity (:func:`pool_info`), its stored
-files and their digests, its QA rows, and the floors and injection payloads under
+files and their digests, and the floors and injection payloads under
 ``datasets/audit/``."""
 
 from __future__ import annotations
@@ -214,14 +214,3 @@ def file_digests(root: Storage, key: str, names: tuple[str, ...] = DIGESTS) -> d
                 h.update(chunk)
     return {name: h.hexdigest() for name, h in hashes.items()}
 
-
-def qa_rows(root: Storage, key: str) -> list[dict[str, Any]]:
-    """Rows of a QA pool file read as plain JSON (a leaky row with extra fields still reads)."""
-    from tasks_lib.qa.pool import FILES
-
-    try:
-        return [r for r in root.read_jsonl(FILES[key]) if isinstance(r, dict)]
-    except FileNotFoundError:
-        raise InputDataError(root.url(FILES[key]), "not a QA pool: file missing") from None
-    except (ValueError, RecursionError) as exc:
-        raise InputDataError(root.url(FILES[key]), f"unreadable: {exc}") from None

@@ -1,25 +1,28 @@
-"""Check 3 of the exploit audit, ``grader_tampering``: reference copies planted in the
-submission folder do not move the score; the agent sandbox spec mounts nothing private and the
+"""Check 3 of the exploit audit, ``grader_tampering``: forged reference copies planted in the
+folder of the kit's constant baseline (:meth:`~tasks_lib.tracks.base.TrackKit.baselines`) do
+not move its score; the agent sandbox spec mounts nothing private and the
 evaluator's mounts are read-only."""
 
 from __future__ import annotations
 
 import json
 import posixpath
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from evaluators.core import Track
+from evaluators.core import InputDataError
+from tasks_lib.audits.answer_key import REFERENCE_FIELDS
+from tasks_lib.audits.baselines import Baseline
 from tasks_lib.audits.pool import PoolInfo, list_pool, pool_files
 from tasks_lib.audits.report import Finding, Severity
-from tasks_lib.audits.scoring import imaging_baseline, score_folder, write_answers
+from tasks_lib.audits.scoring import score_folder
 from tasks_lib.records import ScoreCard
 from tasks_lib.storage import Storage
 
 
-def _plant_tampered(info: PoolInfo, root: Storage, folder: Path, forged: Callable[[str], bytes]
-                    ) -> list[str]:
+def _plant_tampered(root: Storage, folder: Path, forged: Callable[[str], bytes]) -> list[str]:
     """Copies of every reference file, forged, at the paths an evaluator might look for."""
     own = {p.name for p in folder.iterdir()}
     planted: list[str] = []
@@ -40,22 +43,44 @@ def _plant_tampered(info: PoolInfo, root: Storage, folder: Path, forged: Callabl
     return sorted(set(planted))
 
 
-def _forger(info: PoolInfo, root: Storage, baseline: Path) -> Callable[[str], bytes]:
-    """A forged reference equal to what the baseline submitted (a grader reading it would
-    score the baseline perfect); QA: every reference's answer set to 'A'."""
-    if info.track is Track.QA:
-        def qa(key: str) -> bytes:
-            rows = [{**r, "answer_idx": "A"} for r in root.read_jsonl(key)] \
-                if key.endswith(".jsonl") else []
-            return "".join(json.dumps(r) + "\n" for r in rows).encode()
-        return qa
-    submitted = {p.stem.split(".")[0]: p.read_bytes() for p in baseline.iterdir() if p.is_file()}
+def _first_answer(baseline: Path) -> object:
+    """The answer of the baseline's first JSONL row (what a constant agent answers)."""
+    for path in sorted(baseline.rglob("*.jsonl")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            row = json.loads(line)
+            if isinstance(row, dict) and "answer" in row:
+                return row["answer"]
+    return None
+
+
+def _forger(root: Storage, baseline: Path) -> Callable[[str], bytes]:
+    """A forged reference equal to what the baseline submitted, so a grader reading it would
+    score the baseline perfect: a JSONL reference with every reference field set to the
+    baseline's answer; any other file replaced by the submitted file of the same stem (or the
+    first one)."""
+    answer = _first_answer(baseline)
+    submitted = {p.stem.split(".")[0]: p.read_bytes()
+                 for p in sorted(baseline.rglob("*")) if p.is_file()}
     only = next(iter(submitted.values()), b"")
 
-    def imaging(key: str) -> bytes:
-        stem = posixpath.basename(key).split(".")[0]
-        return submitted.get(stem, only)
-    return imaging
+    def forged(key: str) -> bytes:
+        if key.endswith(".jsonl"):
+            rows = [{k: answer if k.lower() in REFERENCE_FIELDS else v for k, v in r.items()}
+                    for r in root.read_jsonl(key) if isinstance(r, dict)]
+            return "".join(json.dumps(r) + "\n" for r in rows).encode()
+        return submitted.get(posixpath.basename(key).split(".")[0], only)
+    return forged
+
+
+def _planted_baseline(info: PoolInfo, work: Path) -> Baseline:
+    """The kit's constant baseline (else its first null agent that submits files)."""
+    from tasks_lib.tracks.base import kit_for
+
+    nulls = [b for b in kit_for(info.track).baselines(info.url, work / "tamper-baselines")
+             if b.floor is not None and any(p.is_file() for p in b.folder.rglob("*"))]
+    if not nulls:
+        raise InputDataError(info.url, "the kit writes no null agent that submits a file")
+    return next((b for b in nulls if b.name.startswith("constant")), nulls[0])
 
 
 def _key_values(card: ScoreCard) -> dict[str, Any]:
@@ -96,14 +121,11 @@ def check_grader_tampering(info: PoolInfo, work: Path) -> Finding:
     """A baseline scored clean and with forged reference copies planted beside it score the
     same; the sandbox specs expose no private file."""
     root = Storage(info.url)
+    baseline = _planted_baseline(info, work)
     clean_dir, tampered = work / "tamper-clean", work / "tamper-planted"
-    if info.track is Track.QA:
-        write_answers(root, clean_dir, "A")
-        write_answers(root, tampered, "A")
-    else:
-        imaging_baseline(info, "constant", clean_dir)
-        imaging_baseline(info, "constant", tampered)
-    planted = _plant_tampered(info, root, tampered, _forger(info, root, clean_dir))
+    shutil.copytree(baseline.folder, clean_dir)
+    shutil.copytree(baseline.folder, tampered)
+    planted = _plant_tampered(root, tampered, _forger(root, clean_dir))
     before = _key_values(score_folder(info, clean_dir, "tamper-clean"))
     after = _key_values(score_folder(info, tampered, "tamper-planted"))
     evidence: list[str] = []
@@ -115,7 +137,8 @@ def check_grader_tampering(info: PoolInfo, work: Path) -> Finding:
                         "evaluator reads references only from the pool's private copy)")
     evidence += _spec_exposure(info, work)
     return Finding(check="grader_tampering", passed=not evidence, severity=Severity.ERROR,
-                   rule=f"the score of a baseline does not move when {len(planted)} forged "
-                        "reference copies are planted in its submission folder; the agent spec "
+                   rule=f"the score of the {baseline.name} does not move when {len(planted)} "
+                        "forged reference copies are planted in its submission folder; the agent "
+                        "spec "
                         "mounts nothing private; the evaluator's references are read-only",
                    evidence=evidence)

@@ -31,7 +31,7 @@ LIB_FILES = ("tasks_lib/__init__.py", "tasks_lib/challenge/__init__.py",
              "tasks_lib/settings.py", "tasks_lib/sources.py", "tasks_lib/taskspec.py",
              "tasks_lib/tracks/__init__.py", "tasks_lib/tracks/limits.py")
 """The import closure of ``grade_submission`` inside ``tasks_lib`` (with every top-level module
-of ``evaluators``, see :func:`lib_files`)."""
+of ``evaluators`` and ``evaluators.graders``, see :func:`lib_files`)."""
 
 SCRIPT_TEXT = '''"""Local metric: grade a submission folder on the PUBLIC validation split.
 
@@ -77,7 +77,8 @@ if __name__ == "__main__":
 def lib_files() -> list[str]:
     """Project files the local metric needs (paths relative to the project root, sorted)."""
     evaluators = sorted(p.relative_to(PROJECT_ROOT).as_posix()
-                        for p in (PROJECT_ROOT / "evaluators").glob("*.py"))
+                        for pattern in ("*.py", "graders/*.py")
+                        for p in (PROJECT_ROOT / "evaluators").glob(pattern))
     return sorted({*LIB_FILES, *evaluators})
 
 

@@ -5,7 +5,8 @@
 
     brief.md                    the task, the layouts, the local metric, "illustrative" note
     images/<case>.{png,nii.gz}  the test inputs (seed ``seed``)
-    sample_submission/          a valid, imperfect submission of the test cases
+    sample_submission/          a format example of the test cases: the layout with
+                                uninformative values (:mod:`.format_example`)
     validation/images/          the validation inputs (seed ``seed + 1``)
     validation/sample_submission/
     validation/reference/       the validation answers (public by design)
@@ -19,18 +20,14 @@ so the harness's pool checks read it unchanged. Synthetic data: every placement 
 
 from __future__ import annotations
 
-import shutil
 import tempfile
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
 
-from tasks_lib.audits.answer_key import check_answer_key
-from tasks_lib.audits.pool import PoolInfo, pool_info
-from tasks_lib.audits.report import AuditReport, Finding, Severity
 from tasks_lib.challenge import local_metric
 from tasks_lib.challenge.card import layout, load_challenge
+from tasks_lib.challenge.format_example import write_format_example
 from tasks_lib.challenge.synthetic import SyntheticCase, write_synthetic_case
 from tasks_lib.imaging.pool import (
     MANIFEST,
@@ -40,7 +37,6 @@ from tasks_lib.imaging.pool import (
     versioned_url,
 )
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest, Visibility
-from tasks_lib.records import ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
 
@@ -115,9 +111,10 @@ def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], li
     validation ids carry the prefix ``val_``)."""
     test = write_synthetic_case(card, work / "test", seed)
     val = prefix_cases(write_synthetic_case(card, work / "validation", seed + 1), "val_")
+    example = write_format_example(card, test.sample_submission_dir, work / "format_example")
     public, private = Visibility.PUBLIC, Visibility.PRIVATE
     arts = [*_files(test.public_dir / "images", "images/", public),
-            *_files(test.sample_submission_dir, "sample_submission/", public),
+            *_files(example, "sample_submission/", public),
             *_files(val.public_dir / "images", "validation/images/", public),
             *_files(val.sample_submission_dir, "validation/sample_submission/", public),
             *_files(val.private_dir, "validation/reference/", public),
@@ -148,70 +145,7 @@ def publish_challenge_pool(task_id: str, out: str | None = None,
     return pool.root_url, manifest
 
 
-# --------------------------------------------------------------------------- audit and ledger
-
-NAME_RULE_EXEMPT = ("public/validation/reference/", "public/local_metric/lib/")
+PUBLIC_BY_DESIGN = ("public/validation/reference/", "public/local_metric/lib/")
 """Public by design, so the answer-key check's label-like-name rule does not apply to them
 (copies and digests of private files still do): the validation answers (another seed's case)
 and the local metric's copy of the project's grading code (e.g. ``evaluators/rwe_answers.py``)."""
-
-
-def _grade(card: TaskSpec, pool_dir: Path, folder: Path) -> ScoreCard:
-    from tasks_lib.challenge.cells import score_challenge
-
-    return score_challenge(card, pool_dir, folder, None, "audit", "audit")
-
-
-def _null_agents(card: TaskSpec, pool_dir: Path, work: Path) -> Finding:
-    empty = work / "empty"
-    empty.mkdir()
-    scored = _grade(card, pool_dir, empty)
-    ok = scored.invalid_reason is not None and not scored.metrics
-    return Finding(check="null_agents", passed=ok, severity=Severity.ERROR,
-                   rule="an empty submission is invalid: no metric, placed last",
-                   evidence=[] if ok else [f"empty submission graded {scored.metrics}"])
-
-
-def _tampering(card: TaskSpec, pool_dir: Path, work: Path) -> Finding:
-    """Copies of the private answers planted in the sample submission do not move its grade."""
-    sample, planted = work / "sample", work / "planted"
-    shutil.copytree(pool_dir / "public" / "sample_submission", sample)
-    shutil.copytree(sample, planted)
-    shutil.copytree(pool_dir / "private", planted / "private")
-    shutil.copytree(pool_dir / "private", planted, dirs_exist_ok=True,
-                    ignore=shutil.ignore_patterns("*.csv"))
-    before, after = _grade(card, pool_dir, sample), _grade(card, pool_dir, planted)
-    ok = before.metrics == after.metrics and before.invalid_reason == after.invalid_reason
-    return Finding(check="grader_tampering", passed=ok, severity=Severity.ERROR,
-                   rule="reference copies planted in the submission folder do not move the "
-                        "grade", evidence=[] if ok else [f"{before.metrics} → {after.metrics}"])
-
-
-def _answer_key(info: PoolInfo) -> Finding:
-    found = check_answer_key(info)
-    hits = [h for h in found.evidence
-            if not (h.startswith(NAME_RULE_EXEMPT) and "file name suggests" in h)]
-    return found.model_copy(update={
-        "passed": not hits, "evidence": hits,
-        "rule": f"{found.rule} (public by design, the name rule does not apply under "
-                f"{', '.join(NAME_RULE_EXEMPT)})"})
-
-
-def audit_challenge_pool(pool_url: str) -> AuditReport:
-    """The exploit audit of a challenge pool: null agents, answer key, grader tampering (the
-    judge-injection and egress probes are the imaging/QA audits'; reported as skipped)."""
-    info = pool_info(pool_url)
-    card = load_challenge(info.task_id)
-    pool_dir = Path(Storage(pool_url).root_path)
-    with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp:
-        work = Path(tmp)
-        findings = [_null_agents(card, pool_dir, work), _answer_key(info),
-                    _tampering(card, pool_dir, work)]
-    findings += [Finding(check=c, passed=False, severity=Severity.WARNING,
-                         rule="not run on challenge pools",
-                         evidence=["skipped: the agent sandbox and stage judges are the "
-                                   "imaging tracks' (audited there)"])
-                 for c in ("judge_injection", "egress")]
-    return AuditReport(pool_url=info.url, pool_id=info.pool_id, version=info.version,
-                       pool_hash=info.pool_hash, track=info.track, created_at=datetime.now(UTC),
-                       findings=findings)

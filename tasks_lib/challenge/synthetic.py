@@ -14,7 +14,7 @@ Formats are the ones the project writes at runtime: NIfTI (nibabel), TIFF (tifff
 (imageio), JSON and CSV. Challenges whose real files are ``.mha``/``.nrrd`` (PANTHER, SEG.A)
 use NIfTI here: SimpleITK, which writes them, is only a development dependency.
 The shapes are drawn by the generators in :mod:`tasks_lib.challenge.shapes` and
-:mod:`tasks_lib.challenge.shapes_objects`.
+:mod:`tasks_lib.challenge.detection_shapes`.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field
 
-from tasks_lib.challenge import shapes, shapes_objects
+from tasks_lib.challenge import detection_shapes, shapes
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.shapes import SyntheticItem
 from tasks_lib.domain import Frozen
@@ -45,25 +45,25 @@ _PUMA_T1 = {"tils": "TILs", "lymphocytes": "TILs", "tumor": "tumor", "other": "o
 _PUMA_T2 = ["tumor", "lymphocytes", "plasma_cells", "histiocytes", "melanophages",
             "neutrophils", "stromal_cells", "epithelium", "endothelium", "apoptotic_cells"]
 GENERATORS: dict[str, Callable[[np.random.Generator], list[SyntheticItem]]] = {
-    "dentex": shapes_objects.dentex,
+    "dentex": detection_shapes.dentex,
     "isles22": shapes.lesions,
     "ldct-iqa": shapes.quality,
     "neurips-cellseg": shapes.cells,
     "panther-task1": shapes.pancreas,
     "panther-task2": shapes.pancreas,
     "puma-track1-task1": shapes.tissue,
-    "puma-track1-task2": shapes_objects.nuclei(["tumor", "TILs", "other"], _PUMA_T1),
+    "puma-track1-task2": detection_shapes.nuclei(["tumor", "TILs", "other"], _PUMA_T1),
     "puma-track2-task1": shapes.tissue,
-    "puma-track2-task2": shapes_objects.nuclei(
+    "puma-track2-task2": detection_shapes.nuclei(
         _PUMA_T2, {"nuclei_lymphocyte": "lymphocytes", "nuclei_stroma": "stromal_cells"}),
     "seg_a": shapes.aorta,
     "topbrain-track1": shapes.vessel_labels([1, 2, 3, 8, 9, 10, 25, 31, 38]),
     "topbrain-track2": shapes.vessel_labels([1, 2, 3, 8, 9, 10, 25, 31, 41]),
     "topcow-track1-task1": shapes.vessel_labels([1, 2, 3, 4, 8, 9, 10, 11, 12, 15]),
-    "topcow-track1-task2": shapes_objects.cow_boxes,
+    "topcow-track1-task2": detection_shapes.cow_boxes,
     "topcow-track1-task3": shapes.edge_lists,
     "topcow-track2-task1": shapes.vessel_labels([1, 2, 3, 6, 8, 9, 10, 11, 12, 15]),
-    "topcow-track2-task2": shapes_objects.cow_boxes,
+    "topcow-track2-task2": detection_shapes.cow_boxes,
     "topcow-track2-task3": shapes.edge_lists,
     "usenhance": shapes.enhance,
 }

@@ -1,10 +1,14 @@
-"""One evaluation cell's plan and execution; execution stops at submission + trace.
+"""One evaluation cell's plan and execution, for every track; execution stops at submission +
+trace. What differs between tracks (pool, limits, services, tools, scripted agent, loop,
+prompts, where the submission lands) is the kit's environment
+(:mod:`tasks_lib.harness.environment`); the rest is here.
 
 Run folder (``runs/<run_id>/`` under the local storage root)::
 
     workspace/    the agent's writable workspace (local scratch; scoring never reads it; kept
                   only after a completed run, removed after any other end)
-    submission/   copy of ``workspace/submission`` (regular files; symlinks kept as symlinks)
+    submission/   copy of ``workspace/submission`` (regular files; symlinks kept as symlinks),
+                  or what the environment's session wrote there itself (RWE's session record)
     trace/        conversation.json, trace.jsonl, workspace.json, plan.md (capped copy)
     run.json      the RunRecord (written by :func:`tasks_lib.harness.steps.execute_step`)
 
@@ -19,36 +23,26 @@ import time
 from pathlib import Path
 
 import openai
-from fsspec.implementations.local import LocalFileSystem
 from pydantic import Field
 
-from evaluators.core import UnknownNameError
 from tasks_lib.agents import AgentSpec, Harness, load_catalog
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
-from tasks_lib.harness import briefs
-from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits, LoopOutcome
+from tasks_lib.harness.environment import AgentSession, Environment, local_root
+from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
-from tasks_lib.harness.scripted import scripted_policy
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
-from tasks_lib.imaging.pool import latest_pool_url, load_task
-from tasks_lib.pool_lock import PoolUnusableError
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
-    NetworkPolicy,
     SandboxBackend,
-    SandboxSpec,
     Source,
     Violation,
     ViolationKind,
-    agent_spec,
 )
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
 from tasks_lib.sandbox.lease import Lease
-from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.base import research_card
+from tasks_lib.tracks.base import find_card, kit_for
 
 
 class CellPlan(Frozen):
@@ -119,75 +113,42 @@ def make_run_id(agent_id: str, task_id: str, tier: Tier, replicate: int) -> str:
     return f"run-{hashlib.sha256(salt.encode()).hexdigest()[:12]}"
 
 
-def local_root(storage: Storage) -> Path:
-    """The local folder of ``storage``; sandboxes mount folders, so research cells need one."""
-    if not isinstance(storage.fs, LocalFileSystem):
-        raise InputDataError(storage.root_url, "research cells mount pools and workspaces into "
-                                               "sandboxes: set MEDFLOWS_STORAGE_URL to a local "
-                                               "folder")
-    return Path(storage.root_path).resolve()
-
-
 def runs_root() -> Path:
     """Local folder holding every run (``runs/`` under the storage root)."""
     return local_root(runs_store())
 
 
-def local_pool_dir(task_id: str) -> Path:
-    """Local folder of the task's newest built pool version; execute never builds one (a
-    missing pool fails with the command that builds it)."""
-    try:
-        return local_root(Storage(latest_pool_url(task_id)))
-    except PoolUnusableError:
-        raise
-    except InputDataError:
-        card = research_card(task_id)  # e.g. a challenge card: its track's build command
-        if card is None:
-            raise
-        raise InputDataError(f"pool {task_id}", "not built yet; build it with: medflows pool "
-                                                f"build {card.track.value} --task {task_id}"
-                             ) from None
-
-
-def task_card(task_id: str) -> TaskSpec:
-    """The card of a research task: an imaging card, else a card a track kit serves (e.g. a
-    challenge card, :meth:`~tasks_lib.tracks.base.TrackKit.research_card`); an unknown id fails
-    with the imaging ids."""
-    try:
-        return load_task(task_id)
-    except UnknownNameError:
-        card = research_card(task_id)
-        if card is None:
-            raise
-        return card
-
-
-def plan_cell(agent_id: str, task_id: str, track: Track, tier: Tier, backend: SandboxBackend,
-              replicate: int, pool_dir: Path, judge_model: str, time_budget_s: int) -> CellPlan:
-    """Resolve the agent and fix ids, folders and limits."""
+def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBackend,
+              replicate: int, judge_model: str) -> CellPlan:
+    """Resolve the agent and fix ids, folders and limits (the environment's) of one cell."""
     agent = load_catalog().get(agent_id)
-    run_id = make_run_id(agent_id, task_id, tier, replicate)
-    max_turns = int(agent.params.get("max_turns", 30))
-    limits = LoopLimits(max_turns=max_turns, wall_time_s=time_budget_s,
-                        exec_timeout_s=min(600, time_budget_s))
-    return CellPlan(agent=agent, task_id=task_id, track=track, tier=tier, backend=backend,
-                    replicate=replicate, run_id=run_id, pool_dir=pool_dir.resolve(),
-                    run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits)
+    card = env.card
+    run_id = make_run_id(agent_id, card.task_id, tier, replicate)
+    return CellPlan(agent=agent, task_id=card.task_id, track=card.track, tier=tier,
+                    backend=backend, replicate=replicate, run_id=run_id, pool_dir=env.pool_dir,
+                    run_dir=runs_root() / run_id, judge_model=judge_model,
+                    limits=env.limits(agent))
 
 
-def make_policy(plan: CellPlan) -> Policy:
-    """The policy of the plan's agent."""
+def cell_environment(plan: CellPlan) -> Environment:
+    """The environment of a planned cell: its kit's, for its card on its pool."""
+    return kit_for(plan.track).environment(find_card(plan.task_id), plan.pool_dir)
+
+
+def make_policy(plan: CellPlan, session: AgentSession) -> Policy:
+    """The policy of the plan's agent: the session's scripted agent, or a tool-calling model
+    with the session's tools."""
     agent = plan.agent
     if agent.harness is Harness.SCRIPTED:
-        return scripted_policy(agent.method or "baseline", plan.track.value,
-                               str(plan.pool_dir / "private"))
+        return session.scripted()
     if agent.harness is Harness.TOOL_LOOP:
         base = agent.params.get("api_base")
         return LiteLLMPolicy(agent.model, api_base=str(base) if base else None,
                              temperature=float(agent.params.get("temperature", 0.0)),
                              max_tokens=int(agent.params.get("max_tokens", 4096)),
                              retries=int(agent.params.get("retries", 4)),
-                             salt=f"replicate:{plan.replicate}" if plan.replicate else "")
+                             salt=f"replicate:{plan.replicate}" if plan.replicate else "",
+                             tools=session.tools)
     raise InputDataError(agent.agent_id, f"uses harness {agent.harness.value!r}; research cells "
                                          f"need {Harness.TOOL_LOOP.value!r} or "
                                          f"{Harness.SCRIPTED.value!r}")
@@ -204,50 +165,61 @@ def sandbox_class(backend: SandboxBackend) -> type:
     return BwrapSandbox
 
 
-def _status(outcome: LoopOutcome) -> RunStatus:
-    if outcome.violations or outcome.end is LoopEnd.TERMINATED:
+def _status(end: LoopEnd | None, violations: list[Violation]) -> RunStatus:
+    if violations or end is LoopEnd.TERMINATED:
         return RunStatus.INVALID
-    return RunStatus.TIMEOUT if outcome.end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
+    return RunStatus.TIMEOUT if end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
 
 
-def agent_sandbox(plan: CellPlan) -> SandboxSpec:
-    """The agent's sandbox profile, with the network policy of the task card."""
-    network = NetworkPolicy(task_card(plan.task_id).network)
-    return agent_spec(plan.pool_dir / "public", plan.workspace, plan.forbidden, network)
-
-
-def _run_agent(plan: CellPlan, recorder: TraceRecorder, lease: Lease) -> Execution:
-    policy = make_policy(plan)
-    sandbox = sandbox_class(plan.backend)(agent_sandbox(plan), lease=lease)
-    loop = AgentLoop(policy, sandbox, recorder, plan.limits)
-    brief = (plan.pool_dir / "public" / "brief.md").read_text(encoding="utf-8")
+def _drive(loop: AgentLoop, session: AgentSession, recorder: TraceRecorder) -> Execution:
+    """Run the loop; a provider error or a host-side crash mid-run ends it with its reason
+    (the run and its cost are kept)."""
+    model = loop.policy.model
     started = time.monotonic()
 
     def stopped(error: str) -> Execution:
         return Execution(
             status=RunStatus.INVALID if loop.monitor.breached else RunStatus.ERROR, end=None,
-            model=policy.model, turns=sum(m.role is Role.ASSISTANT for m in loop.messages),
+            model=model, turns=sum(m.role is Role.ASSISTANT for m in loop.messages),
             wall_time_s=time.monotonic() - started, input_tokens=loop.tokens[0],
             output_tokens=loop.tokens[1], violations=loop.monitor.violations, error=error)
 
     try:
-        outcome = loop.run(briefs.system_prompt(plan.track.value, plan.tier, plan.limits),
-                           briefs.user_prompt(brief))
+        outcome = loop.run(*session.prompts())
         return Execution(
-            status=_status(outcome), end=outcome.end, model=policy.model, turns=outcome.turns,
-            wall_time_s=outcome.wall_time_s, input_tokens=outcome.prompt_tokens,
-            output_tokens=outcome.completion_tokens, violations=outcome.violations)
+            status=_status(outcome.end, outcome.violations), end=outcome.end, model=model,
+            turns=outcome.turns, wall_time_s=outcome.wall_time_s,
+            input_tokens=outcome.prompt_tokens, output_tokens=outcome.completion_tokens,
+            violations=outcome.violations)
     except openai.APIError as exc:
         return stopped(f"{type(exc).__name__}: {exc}")
-    except Exception as exc:  # a host-side crash mid-run: the run and its cost are kept
+    except Exception as exc:
         recorder.event(EventKind.HOST, 0, error=f"{type(exc).__name__}: {exc}"[:500])
         return stopped(f"host: {type(exc).__name__}: {str(exc)[:500]}")
-    finally:
-        sandbox.close()
 
 
-def execute_cell(plan: CellPlan) -> Execution:
-    """Run the agent in a fresh workspace, then store its trace and submission.
+def _run_agent(plan: CellPlan, env: Environment, recorder: TraceRecorder, lease: Lease
+               ) -> tuple[Execution, Path | None]:
+    """The agent's run inside the environment's session (its services stop when it ends);
+    the execution with every violation, and where its submission is to be copied from."""
+    with env.session(plan) as session:
+        policy = make_policy(plan, session)
+        sandbox = sandbox_class(plan.backend)(session.sandbox(), lease=lease)
+        try:
+            execution = _drive(session.loop(policy, sandbox, recorder), session, recorder)
+        finally:
+            sandbox.close()
+    late = session.finish(execution, recorder)
+    if late:
+        violations = [*execution.violations, *late]
+        execution = execution.model_copy(update={
+            "violations": violations, "status": _status(execution.end, violations)})
+    return execution, session.submission_source
+
+
+def execute_cell(plan: CellPlan, env: Environment) -> Execution:
+    """Run the agent in a fresh workspace within its environment, then store its trace and
+    submission.
 
     Writes ``trace/{conversation.json, trace.jsonl, workspace.json, plan.md}`` and
     ``submission/`` (empty when the agent wrote none); the run record is the caller's. Every
@@ -264,10 +236,10 @@ def execute_cell(plan: CellPlan) -> Execution:
         completed = False
         try:
             try:
-                execution = _run_agent(plan, recorder, lease)
+                execution, source = _run_agent(plan, env, recorder, lease)
             finally:
                 recorder.write_conversation(plan)
-            execution = _store_outputs(plan, recorder, execution)
+            execution = _store_outputs(plan, recorder, execution, source)
             completed = execution.status is RunStatus.COMPLETED
             return execution
         finally:
@@ -283,8 +255,10 @@ def free_workspace(plan: CellPlan, recorder: TraceRecorder) -> None:
     recorder.event(EventKind.HOST, 0, workspace=f"removed ({used} bytes on disk)")
 
 
-def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution) -> Execution:
-    """workspace.json, plan.md and the submission copy; failures become the run's reason."""
+def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution,
+                   source: Path | None) -> Execution:
+    """workspace.json, plan.md and the submission copy from ``source`` (None: the session
+    wrote it); failures become the run's reason."""
     problems: list[str] = []
     try:
         stopped = recorder.write_workspace(plan.workspace)
@@ -294,7 +268,7 @@ def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution
         problems.append(f"workspace listing failed: {type(exc).__name__}: {str(exc)[:300]}")
         (plan.trace_dir / WORKSPACE).write_text("[]", encoding="utf-8")
     try:
-        for note in copy_submission(plan.workspace / SUBMISSION, plan.submission):
+        for note in copy_submission(source, plan.submission) if source else []:
             recorder.event(EventKind.HOST, execution.turns, submission=f"left out: {note}")
     except Exception as exc:
         problems.append(f"submission copy failed: {type(exc).__name__}: {str(exc)[:300]}")

@@ -9,8 +9,8 @@ from pydantic import Field
 from evaluators.judges.error_codes import ErrorCode
 from tasks_lib.domain import Frozen, RunStatus, Tier
 from tasks_lib.harness.cell import CellPlan, Execution, StageScores
+from tasks_lib.harness.environment import PoolRef
 from tasks_lib.harness.trace import CONVERSATION, EVENTS
-from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, ScoreCard, card_key, run_store
 
@@ -62,14 +62,13 @@ def cost(execution: Execution) -> float | None:
                                  execution.output_tokens)
 
 
-def run_record(plan: CellPlan, execution: Execution) -> RunRecord:
-    """The run record of an executed cell (the pool identified by its manifest)."""
-    manifest = read_manifest(str(plan.pool_dir))
+def run_record(plan: CellPlan, execution: Execution, pool: PoolRef) -> RunRecord:
+    """The run record of an executed cell on ``pool`` (its environment's)."""
     return RunRecord(
         run_id=plan.run_id, agent=plan.agent, task_id=plan.task_id, track=plan.track,
         tier=plan.tier, replicate=plan.replicate, status=execution.status,
-        pool_url=str(plan.pool_dir), pool_id=manifest.task_id, pool_version=manifest.version,
-        pool_hash=manifest.content_hash, n_items=len(manifest.cases), turns=execution.turns,
+        pool_url=pool.url, pool_id=pool.pool_id, pool_version=pool.version,
+        pool_hash=pool.content_hash, n_items=pool.n_items, turns=execution.turns,
         wall_time_s=round(execution.wall_time_s, 3), input_tokens=execution.input_tokens,
         output_tokens=execution.output_tokens, cost_usd=cost(execution),
         sandbox=plan.backend.value, judge_model=plan.judge_model,

@@ -1,10 +1,13 @@
 """Score a research cell from storage alone: ``runs/<run_id>/{run.json, submission, trace}`` and
 the pool the run used.
 
-product score (the track's kit, inside a fresh evaluator sandbox) → S1–S3 judges (stored trace)
-→ error codes → Agentic/Overall → :class:`~tasks_lib.records.ScoreCard`. The agent never runs
-again, so a run re-scores under a new evaluator version (kit, weights, judge) at any time; the
-score flow stores the card and appends the ledger's score row.
+product score (the run's kit's ``score``, in a fresh evaluator sandbox when the kit says
+``score_in_sandbox``) → the leaderboard percentile as task score when the card places on one →
+S1–S3 judges with the kit's ``stage_rubric`` (stored trace) → error codes → Agentic/Overall →
+:class:`~tasks_lib.records.ScoreCard`. A kit without a stage rubric (RWE) is scored by its
+product score alone. The agent never runs again, so a run re-scores under a new evaluator
+version (kit, weights, judge) at any time; the score flow stores the card and appends the
+ledger's score row.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from evaluators.judges.error_codes import Coding, RunFacts
 from evaluators.judges.stages import agentic_score, load_weights, overall_score
 from tasks_lib.domain import RunStatus
 from tasks_lib.errors import InputDataError
-from tasks_lib.harness.cell import local_root, runs_root, sandbox_class, task_card
+from tasks_lib.harness.cell import runs_root, sandbox_class
+from tasks_lib.harness.environment import local_root
 from tasks_lib.harness.evaluate import run_evaluator
 from tasks_lib.harness.judging import StageJudge, code_errors, trace_digest
 from tasks_lib.harness.loop import LoopEnd
@@ -26,7 +30,7 @@ from tasks_lib.records import TRACE, RunRecord, ScoreCard, run_store
 from tasks_lib.sandbox.base import SandboxBackend, ViolationKind
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
-from tasks_lib.tracks.base import kit_for
+from tasks_lib.tracks.base import TrackKit, find_card, kit_for
 
 HARNESS_VERSION = "harness-2"
 """Bump when the cell's own scoring rules change (digest, invalid-run rule, stage wiring)."""
@@ -41,7 +45,7 @@ def judge_model(run: RunRecord) -> str:
 
 def cell_evaluator_version(run: RunRecord, kit_version: str) -> str:
     """Score-row key of a cell: harness, kit, stage-weights and judge versions."""
-    if kit_for(run.track).scores_own_cells:
+    if kit_for(run.track).stage_rubric is None:
         return kit_version
     return (f"{HARNESS_VERSION}+{kit_version}+{load_weights().version}"
             f"+judge:{judge_model(run)}")
@@ -57,12 +61,15 @@ def run_facts(run: RunRecord, trace: StoredTrace, s5_valid: bool | None) -> RunF
         s5_valid=s5_valid)
 
 
-def product_score(run: RunRecord, submission: Path) -> ScoreCard:
-    """The kit's score card of the submission, computed in a fresh evaluator sandbox.
+def product_score(kit: TrackKit, run: RunRecord, submission: Path) -> ScoreCard:
+    """The kit's score card of the submission, in a fresh evaluator sandbox when the kit scores
+    there (:attr:`~tasks_lib.tracks.base.TrackKit.score_in_sandbox`).
 
     Raises:
         InputDataError: The run's pool is not a local folder or no longer has the run's content.
     """
+    if not kit.score_in_sandbox:
+        return kit.score(run, submission)
     pool_dir = local_root(Storage(run.pool_url))
     found = read_manifest(run.pool_url).content_hash
     if found != run.pool_hash:
@@ -70,14 +77,29 @@ def product_score(run: RunRecord, submission: Path) -> ScoreCard:
                                            f"(hash {found[:12]} ≠ {run.pool_hash[:12]})")
     if run.sandbox is None:
         raise ValueError(f"run {run.run_id} is not a research cell (no sandbox recorded)")
-    card = task_card(run.task_id)
-    return run_evaluator(sandbox_class(SandboxBackend(run.sandbox)), card, pool_dir, submission,
-                         forbidden=[str(runs_root())], run_id=run.run_id)
+    return run_evaluator(sandbox_class(SandboxBackend(run.sandbox)), run,
+                         find_card(run.task_id), pool_dir, submission,
+                         forbidden=[str(runs_root())])
+
+
+def leaderboard_task_score(product: ScoreCard) -> ScoreCard:
+    """A cell placed on a human leaderboard (the score card's ``leaderboard`` group) takes the
+    leaderboard percentile as task score (0–1, higher is better, like every task score that
+    Overall weighs); the primary metric's value stays in ``metrics``."""
+    board = product.groups.get("leaderboard")
+    if board is None:
+        return product
+    percentile = board["percentile"]
+    note = (f"cell task score = leaderboard percentile {percentile:.4f} (the card's "
+            f"primary metric {product.primary_metric} = {product.task_score} is on its own "
+            "scale)")
+    return product.model_copy(update={"task_score": percentile, "primary_metric": "percentile",
+                                      "notes": [*product.notes, note]})
 
 
 def invalid_card(run: RunRecord, version: str, coding: Coding) -> ScoreCard:
     """An invalid run (isolation breach): 0 on every stage, the task, Agentic and Overall."""
-    card = task_card(run.task_id)
+    card = find_card(run.task_id)
     reason = "; ".join(run.violations) or run.error or f"run ended {run.end}"
     limit = bool(run.violations) and all(v.startswith(f"{ViolationKind.RESOURCE_LIMIT.value}:")
                                          for v in run.violations)
@@ -97,8 +119,8 @@ def score_cell(run: RunRecord, submission: Path) -> ScoreCard:
     the affected scores None, never 0 and never an exception.
     """
     kit = kit_for(run.track)
-    if kit.scores_own_cells:  # e.g. RWE: the kit reads the session record and cohort itself
-        return kit.score(run, submission)
+    if kit.stage_rubric is None:  # e.g. RWE: the kit's score card is the whole card
+        return product_score(kit, run, submission)
     trace = load_trace(run_store(run.run_id).child(TRACE))
     version = cell_evaluator_version(run, kit.evaluator_version)
     model = judge_model(run)
@@ -106,10 +128,10 @@ def score_cell(run: RunRecord, submission: Path) -> ScoreCard:
     if run.status is RunStatus.INVALID:
         coding = code_errors(run.track.value, digest, run_facts(run, trace, None), model)
         return invalid_card(run, version, coding)
-    product = kit.finish_cell_score(product_score(run, submission))
+    product = leaderboard_task_score(product_score(kit, run, submission))
     valid = None if product.validation is None else product.validation.ok
     coding = code_errors(run.track.value, digest, run_facts(run, trace, valid), model)
-    judged = {j.stage: j for j in StageJudge(model).judge(run.track.value, run.tier.value,
+    judged = {j.stage: j for j in StageJudge(model).judge(kit.stage_rubric, run.tier.value,
                                                           digest, trace.files)}
     stages = {**product.stages, **{s: j.score for s, j in judged.items()}}
     agentic = agentic_score(stages, run.tier.value)

@@ -5,7 +5,6 @@ submission, trace, run record and ledger run row). Scoring is the score flow's
 from __future__ import annotations
 
 from itertools import product
-from pathlib import Path
 
 from prefect import task
 
@@ -13,27 +12,24 @@ from tasks_lib.domain import Tier
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness import cell as cell_mod
 from tasks_lib.harness.cell import CellPlan
+from tasks_lib.harness.environment import Environment
 from tasks_lib.harness.record import run_record
 from tasks_lib.records import RunRecord
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
 from tasks_lib.settings import get_settings
-from tasks_lib.tracks.base import kit_for
+from tasks_lib.tracks.base import find_card, kit_for
 
 
 def _plan(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend, replicate: int,
-          judge: str, pools: dict[str, Path]) -> CellPlan:
-    """One cell's plan: the task's kit plans it if it runs its own cells (e.g. RWE studies),
-    else the generic plan on the task's newest local pool (``pools`` caches the lookups)."""
-    card = cell_mod.task_card(task_id)
-    plan = kit_for(card.track).plan_research_cell(agent_id, task_id, tier, backend, replicate,
-                                                  judge)
-    if plan is not None:
-        return plan
-    pool = pools.get(task_id) or pools.setdefault(task_id, cell_mod.local_pool_dir(task_id))
-    return cell_mod.plan_cell(agent_id, task_id, card.track, tier, backend, replicate, pool,
-                              judge, card.time_budget_s)
+          judge: str, envs: dict[str, Environment]) -> CellPlan:
+    """One cell's plan in its kit's environment for the task (on the newest pool serving the
+    task; ``envs`` caches the lookups)."""
+    if task_id not in envs:
+        card = find_card(task_id)
+        envs[task_id] = kit_for(card.track).environment(card)
+    return cell_mod.plan_cell(agent_id, envs[task_id], tier, backend, replicate, judge)
 
 
 @task(task_run_name="plan-{agent_id}-{task_id}-{tier}-r{replicate}")
@@ -47,12 +43,10 @@ def plan_step(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend,
 @task(task_run_name="plan-grid")
 def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], replicates: int,
                    backend: SandboxBackend, judge_model: str | None) -> list[CellPlan]:
-    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist);
-    a kit that plans its own cells (:meth:`~tasks_lib.tracks.base.TrackKit.plan_research_cell`,
-    e.g. RWE studies) is asked first."""
+    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist)."""
     judge = judge_model or get_settings().judge_model
-    pools: dict[str, Path] = {}
-    return [_plan(a, t, tier, backend, r, judge, pools)
+    envs: dict[str, Environment] = {}
+    return [_plan(a, t, tier, backend, r, judge, envs)
             for a, t, tier, r in product(agents, tasks, tiers, range(replicates))]
 
 
@@ -64,17 +58,16 @@ def execute_step(plan: CellPlan) -> RunRecord:
     The row is written whatever the agent did to the host steps: :func:`execute_cell` turns
     its own failures into an invalid/error status with the reason, and anything that still
     escapes it is recorded here as an ``error`` run (user mistakes and a missing sandbox
-    program are raised as before). A kit that executes its own cells (RWE) runs and records
-    the plan itself (:meth:`~tasks_lib.tracks.base.TrackKit.execute_research_cell`)."""
-    own = kit_for(plan.track).execute_research_cell(plan)
-    if own is not None:
-        return own
+    program are raised as before). Every track's cell runs here, in its kit's environment
+    (:mod:`tasks_lib.harness.environment`)."""
+    env = cell_mod.cell_environment(plan)
+    pool = env.pool()
     try:
-        execution = cell_mod.execute_cell(plan)
+        execution = cell_mod.execute_cell(plan, env)
     except (InputDataError, SandboxUnavailableError):
         raise
     except Exception as exc:
         execution = cell_mod.crashed_execution(plan, exc)
-    record = run_record(plan, execution)
+    record = run_record(plan, execution, pool)
     record_run(record)
     return record

@@ -210,7 +210,7 @@ def reports_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest
 
 def baseline_files(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
     """``(file name, bytes)`` of a baseline submission for the pool (its track's kit writes it)."""
-    from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.imaging.registry import imaging_kit
 
     return imaging_kit(m.track).baseline(kind, pool_url, m)
 

@@ -1,12 +1,16 @@
 """The validate step of construct: the rules every imaging pool's files obey, generated or
-ingested from a user's folder, checked before anything is written.
+ingested from a user's folder, checked before anything is written. Each imaging kit names its
+case rule (``case_check``); this module holds the rules:
 
-* segmentation — image and label map on the same grid (shape), with the same spacing and affine
-  (orientation and origin, within :data:`AFFINE_TOL_MM`); the manifest's grid and spacing are the
-  image's; the image is finite; label values are 0 or declared labels.
-* detection — boxes ``x1 < x2``, ``y1 < y2`` inside the image; box labels are declared classes.
-* vqa / report_generation — every reference text is non-empty.
-* enhancement — input and reference have the same shape and are finite.
+* label maps (:func:`check_label_map_case`) — image and label map on the same grid (shape),
+  with the same spacing and affine (orientation and origin, within :data:`AFFINE_TOL_MM`); the
+  manifest's grid and spacing are the image's; the image is finite; label values are 0 or
+  declared labels.
+* boxes (:func:`check_boxes_case`) — ``x1 < x2``, ``y1 < y2`` inside the image; box labels are
+  declared classes.
+* reference texts (:func:`check_text_case`) — every reference text is non-empty.
+* image pairs (:func:`check_image_pair_case`) — input and reference have the same shape and are
+  finite.
 
 A broken rule is an :class:`InputDataError` naming the user's file (``Rendered.sources``) or,
 for generated tasks, the pool key — the generator's bug, surfaced the same way.
@@ -15,6 +19,7 @@ for generated tasks, the pool key — the generator's bug, surfaced the same way
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,7 +35,7 @@ AFFINE_TOL_MM = 1e-3
 """Largest difference (mm, or direction-cosine × spacing) between image and label affines."""
 
 
-class _Files:
+class CaseFiles:
     """Artifacts by key, and the name to blame for each."""
 
     def __init__(self, rendered: Rendered) -> None:
@@ -57,7 +62,11 @@ def _fmt(values: list[float]) -> str:
     return "[" + ", ".join(f"{v:.6g}" for v in values) + "]"
 
 
-def check_segmentation_case(files: _Files, c: CaseEntry, labels: list[int]) -> None:
+CaseCheck = Callable[[CaseFiles, CaseEntry, Rendered], None]
+"""``(files, case, rendered task) → None``; raises on a broken rule."""
+
+
+def check_label_map_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> None:
     """One image/label-map pair (see the module docstring)."""
     img, ref = files.volume(c.image), files.volume(c.reference)
     name, ref_name = files.name(c.image), files.name(c.reference)
@@ -77,7 +86,7 @@ def check_segmentation_case(files: _Files, c: CaseEntry, labels: list[int]) -> N
         raise ValueError(f"{c.case_id}: manifest spacing {c.spacing} is not the image's {sp}")
     if img.array.dtype.kind == "f" and not np.all(np.isfinite(img.array)):
         raise InputDataError(name, "the image holds NaN or infinite values")
-    _check_labels(ref.array, labels, ref_name)
+    _check_labels(ref.array, rendered.labels, ref_name)
 
 
 def _check_labels(arr: NDArray[Any], labels: list[int], name: str) -> None:
@@ -91,9 +100,9 @@ def _check_labels(arr: NDArray[Any], labels: list[int], name: str) -> None:
                                    "labels in dataset.yaml)")
 
 
-def check_detection_case(files: _Files, c: CaseEntry, classes: dict[int, str]) -> None:
+def check_boxes_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> None:
     """One image's reference boxes (see the module docstring)."""
-    name = files.name(c.reference)
+    name, classes = files.name(c.reference), rendered.classes
     ref = json.loads(files.data(c.reference))
     h, w = codecs.png_load(files.data(c.image)).shape[:2]
     for box, label in zip(ref["boxes"], ref["labels"], strict=True):
@@ -107,7 +116,7 @@ def check_detection_case(files: _Files, c: CaseEntry, classes: dict[int, str]) -
                                        "classes in dataset.yaml)")
 
 
-def check_enhancement_case(files: _Files, c: CaseEntry) -> None:
+def check_image_pair_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> None:
     """One degraded/clean pair (see the module docstring)."""
     img, ref = codecs.npy_load(files.data(c.image)), codecs.npy_load(files.data(c.reference))
     if img.shape != ref.shape:
@@ -118,22 +127,24 @@ def check_enhancement_case(files: _Files, c: CaseEntry) -> None:
             raise InputDataError(files.name(key), "holds NaN or infinite values")
 
 
+def check_text_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> None:
+    """One reference text (VQA answers, reports): not empty."""
+    if not files.data(c.reference).decode("utf-8").strip():
+        raise InputDataError(files.name(c.reference), "an empty reference text")
+
+
 def check_rendered(track: Track, rendered: Rendered) -> None:
-    """Hold a task's rendered or ingested files to the rules of its track (module docstring).
+    """Hold a task's rendered or ingested files to its track kit's case rule (module docstring).
 
     Raises:
         InputDataError: a rule is broken; the message names the file at fault.
         ValueError: the manifest entries disagree with the files (our bug).
     """
-    files = _Files(rendered)
+    from tasks_lib.imaging.registry import imaging_kit
+
+    check = imaging_kit(track).case_check
+    files = CaseFiles(rendered)
     if not rendered.cases:
         raise InputDataError("images/", "no cases")
     for c in rendered.cases:
-        if track is Track.SEGMENTATION:
-            check_segmentation_case(files, c, rendered.labels)
-        elif track is Track.DETECTION:
-            check_detection_case(files, c, rendered.classes)
-        elif track is Track.ENHANCEMENT:
-            check_enhancement_case(files, c)
-        elif not files.data(c.reference).decode("utf-8").strip():
-            raise InputDataError(files.name(c.reference), "an empty reference text")
+        check(files, c, rendered)

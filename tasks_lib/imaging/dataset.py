@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from evaluators.core import Frozen, InputDataError, Tier, Track, UnknownNameError
+from evaluators.core import Frozen, InputDataError, Tier, Track
 from tasks_lib.imaging.readers import read_bytes
 from tasks_lib.sources import ImageFolderSource
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import IOContract, TaskSpec, find_card
+from tasks_lib.taskspec import IOContract, TaskSpec
+from tasks_lib.tracks.base import KITS
 
 if TYPE_CHECKING:
     from tasks_lib.imaging.render import Rendered
@@ -53,7 +54,7 @@ LISTING_ORDER = ("segmentation", "detection", "vqa", "report_generation")
 
 def folder_tracks() -> list[Track]:
     """Tracks whose kit reads a user's folder, in :data:`LISTING_ORDER`."""
-    from tasks_lib.imaging.kit import imaging_kit, imaging_tracks
+    from tasks_lib.imaging.registry import imaging_kit, imaging_tracks
 
     names = [t for t in imaging_tracks() if imaging_kit(t).folder is not None]
     rank = {name: i for i, name in enumerate(LISTING_ORDER)}
@@ -63,7 +64,7 @@ def folder_tracks() -> list[Track]:
 def folder_layout(track: Track) -> FolderLayout:
     """The folder layout of ``track``'s kit; an :class:`InputDataError` naming ``--track`` for a
     track that is not ingested from a folder."""
-    from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.imaging.registry import imaging_kit
 
     layout = imaging_kit(track).folder
     if layout is None:
@@ -158,12 +159,9 @@ def folder_card(root: Path, track: Track, task_id: str | None = None) -> TaskSpe
     tid = task_id or default_task_id(root)
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", tid):
         raise InputDataError("--task-id", f"{tid!r}: lower-case letters, digits, '.', '_', '-'")
-    try:
-        shipped = find_card(tid)
-    except UnknownNameError:
-        shipped = None
-    if shipped is not None:
-        raise InputDataError("--task-id", f"{tid!r} is a shipped {shipped.track.value} task; "
+    shipped = [name for name in KITS.names() if tid in KITS.get(name).task_ids()]
+    if shipped:
+        raise InputDataError("--task-id", f"{tid!r} is a shipped {shipped[0]} task; "
                                           "choose another id")
     cfg = read_config(root)
     source = ImageFolderSource(

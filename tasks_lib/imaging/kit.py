@@ -13,10 +13,15 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evaluators.core import Track
+from expectations import SuiteSpec
+from tasks_lib.audits.baselines import Baseline
+from tasks_lib.harness.environment import Environment
 from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
-from tasks_lib.imaging.dataset import FolderLayout
+from tasks_lib.imaging.checks import CaseCheck, check_text_case
+from tasks_lib.imaging.dataset import FolderLayout, user_card
 from tasks_lib.imaging.pool import load_task, read_manifest
 from tasks_lib.imaging.render import Rendered, Renderer
+from tasks_lib.imaging.rotation import CaseRotation
 from tasks_lib.imaging.scoring import Assembly, finite_values, per_case_rows, score_card
 from tasks_lib.imaging.submission import Inspector, measure_submission
 from tasks_lib.imaging.types import FrameRow, PoolManifest
@@ -24,7 +29,7 @@ from tasks_lib.imaging.validation import Judged, judge_frame
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.base import KITS, TrackKit
+from tasks_lib.tracks.base import TrackKit
 
 CaseScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]],
                       dict[str, dict[str, float]]]
@@ -45,14 +50,20 @@ class ImagingKit(TrackKit):
 
     evaluator_version = EVALUATOR_VERSION
     baseline_kinds = tuple(k.value for k in BaselineKind)
+    rotation = CaseRotation()
 
     def __init__(self, track: Track, *, render: Renderer, measure: Inspector,
                  case_scorer: CaseScorer,
                  case_metrics: tuple[str, ...], baseline: BaselineFiles, method: str,
                  recipe: str, task_scorer: TaskScorer = _no_task_metrics,
-                 task_metrics: tuple[str, ...] = (), folder: FolderLayout | None = None) -> None:
+                 task_metrics: tuple[str, ...] = (), folder: FolderLayout | None = None,
+                 case_check: CaseCheck = check_text_case) -> None:
         self.track = track
         self.suite = track.value
+        self.stage_rubric = track.value
+        self.case_check: CaseCheck = case_check
+        """The construct-time rule one rendered or ingested case obeys
+        (:func:`tasks_lib.imaging.checks.check_rendered`)."""
         self.render: Renderer = render
         self.measure: Inspector = measure
         self.case_scorer = case_scorer
@@ -64,9 +75,29 @@ class ImagingKit(TrackKit):
         self.folder = folder
         """How a user's folder becomes this track's pool (None: generated tasks only)."""
 
+    def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
+        """A file task's: the pool's public view, a workspace whose ``submission/`` is the
+        submission, no services (:class:`tasks_lib.harness.environment.Environment`)."""
+        return Environment(card, pool_dir)
+
     def recipe(self) -> tuple[str, str]:
         """The scripted baseline agent's method name and ``method.py`` source."""
         return self._method, self._recipe
+
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """No submission, empty, constant, the public sample and perfect
+        (:mod:`tasks_lib.imaging.audit_baselines`)."""
+        from tasks_lib.imaging.audit_baselines import imaging_baselines
+
+        return imaging_baselines(self.track.value, pool_url, out)
+
+    def card(self, task_id: str) -> TaskSpec | None:
+        """A shipped card of this track, else the stored card of a folder ingested into it."""
+        shipped = super().card(task_id)
+        if shipped is not None:
+            return shipped
+        stored = user_card(task_id)
+        return stored if stored is not None and stored.track is self.track else None
 
     def after_publish(self, pool_url: str, manifest: PoolManifest) -> None:
         """Extra pool files after publishing (e.g. zarr copies of volumes); none by default."""
@@ -108,28 +139,14 @@ class ImagingKit(TrackKit):
         return score_card(card, m, self.evaluator_version, assembly, run_id)
 
     def validate(self, rows: list[FrameRow], m: PoolManifest) -> Judged:
-        """Run the track's suite on the measurement frame; its verdict folded into the rows."""
-        return judge_frame(self.suite or self.track.value, rows, m)
+        """Run the track's suite (:attr:`suite_file` where the kit keeps its own) on the
+        measurement frame; its verdict folded into the rows."""
+        own = (SuiteSpec.model_validate_json(self.suite_file.read_text(encoding="utf-8"))
+               if self.suite_file is not None else None)
+        return judge_frame(self.suite or self.track.value, rows, m, own)
 
     def build_files(self, card: TaskSpec) -> Rendered:
         """Render the card's cases (construct's ingest for generated tasks)."""
         self.check_card(card)
         return self.render(card)
 
-
-def imaging_kit(track: Track | str) -> ImagingKit:
-    """The imaging kit of ``track`` (fails for non-imaging tracks)."""
-    from tasks_lib.tracks.base import kit_for
-
-    kit = kit_for(track)
-    if not isinstance(kit, ImagingKit):
-        raise KeyError(f"{track} is not an imaging track; imaging tracks: "
-                       f"{', '.join(imaging_tracks())}")
-    return kit
-
-
-def imaging_tracks() -> list[str]:
-    """Names of the registered imaging tracks."""
-    from tasks_lib.tracks import catalog  # noqa: F401
-
-    return [name for name in KITS.names() if isinstance(KITS.get(name), ImagingKit)]

@@ -12,31 +12,29 @@ import json
 
 from pydantic import ValidationError
 
-from evaluators.core import InputDataError, Track, UnknownNameError
+from evaluators.core import InputDataError, UnknownNameError
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.pool_lock import require_usable
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec, find_card
+from tasks_lib.taskspec import TaskSpec
 
 MANIFEST = "manifest.json"
 
 
 def load_task(task_id: str) -> TaskSpec:
-    """The card of an imaging task, whatever its track: a shipped card, else the stored card of
-    an ingested folder (``medflows pool build imaging --from``); unknown ids list the known
-    ones."""
-    from tasks_lib.imaging.dataset import user_card
-    from tasks_lib.imaging.kit import imaging_tracks
+    """The card of an imaging task, whatever its track: a shipped card (where its kit keeps
+    them), else the stored card of an ingested folder (``medflows pool build imaging --from``);
+    unknown ids list the known ones."""
+    from tasks_lib.imaging.registry import imaging_kit, imaging_tracks
 
-    try:
-        return find_card(task_id, [Track(t) for t in imaging_tracks()])
-    except UnknownNameError:
-        card = user_card(task_id)
-        if card is None:
-            raise
-        return card
+    kits = [imaging_kit(t) for t in imaging_tracks()]
+    for kit in kits:
+        card = kit.card(task_id)
+        if card is not None:
+            return card
+    raise UnknownNameError("task", task_id, sorted(t for kit in kits for t in kit.task_ids()))
 
 
 def card_digest(card: TaskSpec) -> str:
@@ -54,9 +52,9 @@ def content_hash(artifacts: list[Artifact]) -> str:
 
 
 def version_for(task_id: str, digest: str) -> int:
-    """The published version with this content, else the next version number."""
-    found = store.find_pool_by_hash(task_id, digest)
-    return found.version if found is not None else store.next_pool_version(task_id)
+    """The version with this content, else the next version number, reserved in the ledger
+    (:func:`tasks_lib.ledger.store.reserve_pool_version`)."""
+    return store.reserve_pool_version(task_id, digest)
 
 
 def versioned_url(task_id: str, version: int) -> str:
@@ -75,7 +73,7 @@ def latest_pool_url(task_id: str) -> str:
     rows = store.pools(pool_id=task_id, kind="pool")
     if not rows:
         raise InputDataError(f"pool {task_id}", "not built yet; build it with: medflows pool "
-                                                f"build imaging --task {task_id}")
+                                                f"build --task {task_id}")
     newest = max(rows, key=lambda r: r.version)
     url = newest.manifest_url.removesuffix(f"/{MANIFEST}")
     require_usable(url)
@@ -118,7 +116,7 @@ def read_manifest(pool_url: str) -> PoolManifest:
     pool = Storage(pool_url)
     if not pool.exists(MANIFEST):
         raise InputDataError(pool.url(MANIFEST), "no pool here; build one with: medflows pool "
-                                                 "build imaging --task TASK")
+                                                 "build --task TASK")
     text = pool.read_text(MANIFEST)
     try:
         return PoolManifest.model_validate_json(text)

@@ -30,9 +30,9 @@ from tasks_lib.tracks.limits import SubmissionLimits
 
 def kit_limits(m: PoolManifest) -> SubmissionLimits:
     """The inspection limits of the manifest's track kit (the same the measurement used)."""
-    from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.tracks.base import kit_for
 
-    return imaging_kit(m.track).limits
+    return kit_for(m.track).limits
 
 
 def missing_values(names: list[str]) -> dict[str, float]:
@@ -71,16 +71,6 @@ def label_means(per_label: dict[str, list[float]]) -> dict[str, float]:
 
 def _ref_bytes(pool: Storage, key: str) -> bytes:
     return pool.read_bytes(f"private/{key}")
-
-
-def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
-                       names: list[str]) -> dict[str, dict[str, float]]:
-    """Per-case segmentation metrics computed in this process, one case at a time, by the same
-    per-case function the Dask path ships (:func:`~tasks_lib.imaging.sharding.score_seg_job`)."""
-    from tasks_lib.imaging.sharding import case_values, score_seg_job, seg_jobs
-
-    jobs = seg_jobs(sub, pool.root_url, m, valid, names, stage=None)
-    return case_values(jobs, [score_seg_job(job) for job in jobs])
 
 
 def score_enhancement(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],

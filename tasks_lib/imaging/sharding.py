@@ -144,11 +144,19 @@ def seg_jobs(sub: Path, pool_url: str, m: PoolManifest, valid: list[str], names:
     return jobs
 
 
+def score_segmentation(sub: Path, pool: Storage, m: PoolManifest, valid: list[str],
+                       names: list[str]) -> dict[str, dict[str, float]]:
+    """Per-case segmentation metrics computed in this process, one case at a time, by the same
+    per-case function the Dask path ships (:func:`score_seg_job`)."""
+    jobs = seg_jobs(sub, pool.root_url, m, valid, names, stage=None)
+    return case_values(jobs, [score_seg_job(job) for job in jobs])
+
+
 def score_segmentation_dask(sub: Path, pool_url: str, m: PoolManifest, valid: list[str],
                             names: list[str], client: Any = None) -> dict[str, dict[str, float]]:
     """Score every valid case with :func:`score_seg_job` on the Dask cluster (``client``, or
     the configured one: ``MEDFLOWS_DASK_ADDRESS`` or a LocalCluster); values equal the serial
-    :func:`~tasks_lib.imaging.scoring.score_segmentation`."""
+    :func:`score_segmentation`."""
     jobs = seg_jobs(sub, pool_url, m, valid, names, stage=Storage.from_settings())
     if not jobs:
         return {}

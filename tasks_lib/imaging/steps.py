@@ -15,7 +15,6 @@ from tasks_lib.imaging.baselines import BaselineKind, baseline_files
 from tasks_lib.imaging.checks import check_rendered
 from tasks_lib.imaging.dataset import save_user_card
 from tasks_lib.imaging.deid import Deidentified, deidentify
-from tasks_lib.imaging.kit import imaging_kit
 from tasks_lib.imaging.pool import (
     content_hash,
     record_pool,
@@ -23,6 +22,7 @@ from tasks_lib.imaging.pool import (
     versioned_url,
     write_pool,
 )
+from tasks_lib.imaging.registry import imaging_kit
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.sources import ImageFolderSource
 from tasks_lib.storage import Storage

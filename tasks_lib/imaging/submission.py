@@ -301,7 +301,7 @@ def measure_submission(root: Path, m: PoolManifest) -> list[FrameRow]:
                 for c in m.cases]
     if not root.is_dir():
         return [_missing(c, "submission folder missing") for c in m.cases]
-    from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.imaging.registry import imaging_kit
 
     kit = imaging_kit(m.track)
     return kit.measure(root, m, kit.limits) + extra_entries(root, m, kit.limits)

@@ -28,6 +28,7 @@ from sqlalchemy import (
     bindparam,
     event,
     text,
+    update,
 )
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.engine import Dialect, make_url
@@ -161,11 +162,18 @@ def _write(s: Session, kind: WriteKind, row: SQLModel) -> int:
     return result.rowcount
 
 
-def record_pool(row: PoolRow, url: str | None = None) -> None:
-    """Insert a pool version (idempotent for the same id, version and hash).
+PENDING = "pending"
+"""``kind`` of a pool row whose version is allocated (:func:`reserve_pool_version`) but not
+published yet: its files are being written or audited. Readers that want published pools filter
+on ``kind`` (``pool`` or ``subset``)."""
 
-    One statement, race-free: the insert does nothing when the key exists, then the stored hash
-    is compared.
+
+def record_pool(row: PoolRow, url: str | None = None) -> None:
+    """Publish a pool version (idempotent for the same id, version and hash).
+
+    One statement, race-free: the insert does nothing when the key exists; a row reserved by
+    :func:`reserve_pool_version` with this content then takes the row's fields (it is published),
+    otherwise the stored hash is compared.
 
     Raises:
         ValueError: When the version was already published with another content hash.
@@ -173,19 +181,46 @@ def record_pool(row: PoolRow, url: str | None = None) -> None:
     with session(url) as s:
         if _write(s, "pool", row):
             return
-        stored = s.execute(select(PoolRow.content_hash).where(
-            PoolRow.pool_id == row.pool_id, PoolRow.version == row.version)).scalar_one()
-    if stored != row.content_hash:
+        stored = s.execute(select(PoolRow.content_hash, PoolRow.kind).where(
+            PoolRow.pool_id == row.pool_id, PoolRow.version == row.version)).one()
+        if stored.content_hash == row.content_hash and stored.kind == PENDING:
+            s.execute(update(PoolRow).where(
+                PoolRow.pool_id == row.pool_id,  # type: ignore[arg-type]
+                PoolRow.version == row.version,  # type: ignore[arg-type]
+            ).values(track=row.track, manifest_url=row.manifest_url, n_items=row.n_items,
+                     kind=row.kind, parents_json=row.parents_json))
+            return
+    if stored.content_hash != row.content_hash:
         raise ValueError(
             f"pool {row.pool_id} v{row.version} already published with another content hash"
         )
 
 
-def next_pool_version(pool_id: str, url: str | None = None) -> int:
-    """1 + the highest published version of ``pool_id``."""
-    with session(url) as s:
-        versions = s.exec(select(PoolRow.version).where(PoolRow.pool_id == pool_id)).all()
-    return max(versions, default=0) + 1
+def reserve_pool_version(pool_id: str, content_hash: str, url: str | None = None) -> int:
+    """The version of ``pool_id`` for this content: the one already holding it (published or
+    reserved), else the next one, reserved by inserting a :data:`PENDING` row.
+
+    Allocation and insert are one transaction, so two builders never get the same version for
+    different content: SQLite serializes writers (``BEGIN IMMEDIATE``); PostgreSQL takes a
+    transaction-scoped advisory lock on the pool id, and a racing insert that still meets the
+    primary key (``ON CONFLICT DO NOTHING`` inserted nothing) retries with a fresh read.
+    The builder writes ``vN``, audits it and publishes it with :func:`record_pool`; a version
+    whose audit failed stays reserved for its content (a rebuild of the same content reuses it).
+    """
+    while True:
+        with session(url) as s:
+            if s.get_bind().dialect.name == "postgresql":
+                s.execute(text("SELECT pg_advisory_xact_lock(hashtext(:p))"), {"p": pool_id})
+            rows = s.execute(select(PoolRow.version, PoolRow.content_hash)
+                             .where(PoolRow.pool_id == pool_id)).all()
+            same = [int(r.version) for r in rows if r.content_hash == content_hash]
+            if same:
+                return min(same)
+            version = max((int(r.version) for r in rows), default=0) + 1
+            if _write(s, "pool", PoolRow(pool_id=pool_id, version=version, track=PENDING,
+                                         content_hash=content_hash, manifest_url="",
+                                         n_items=0, kind=PENDING)):
+                return version
 
 
 def find_pool_by_hash(pool_id: str, content_hash: str, url: str | None = None) -> PoolRow | None:

@@ -83,6 +83,7 @@ class ScoreRow(SQLModel, table=True):
     stages_json: str = Field(default="{}", sa_column=Column(Text, nullable=False, default="{}"))
     agentic: float | None = None
     overall: float | None = None
+    invalid_reason: str | None = Field(default=None, sa_column=Column(Text, nullable=True))
     card_url: str | None = None
     created_at: datetime = Field(default_factory=_now)
 

@@ -34,7 +34,7 @@ from evaluators.judges.medbench_calibration import (
     Aggregation,
     agreement,
     human_label,
-    round_half_up,
+    judge_label,
     status,
 )
 from tasks_lib.domain import Frozen
@@ -117,8 +117,8 @@ def export_ratings(run_id: str, out: Path, share: float = 0.2, raters: int = 3,
             ref = refs[item_id]
             rubric = load_rubric(ref.rubric_id or "")
             items[item_id] = JudgedItem(task_id=task_id, rubric_id=rubric.id,
-                                        rubric_version=rubric.version, judge_score=round_half_up(
-                                            5 * judged[item_id].values["rubric_judge"]))
+                                        rubric_version=rubric.version, judge_score=judge_label(
+                                            judged[item_id].values["rubric_judge"]))
             for r in range(1, raters + 1):
                 rows.append([task_id, item_id, rubric.id, rubric.version,
                              public[item_id].prompt, str(answers.get(item_id) or ""),

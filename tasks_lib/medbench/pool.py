@@ -68,8 +68,7 @@ def content_hash(items: list[PublicItem], refs: list[Reference], images: dict[st
 
 def version_root(pool_id: str, digest: str, out: str | None) -> tuple[Storage, int]:
     """Where the version with this content lives (an existing one is reused) and its number."""
-    existing = store.find_pool_by_hash(pool_id, digest)
-    version = existing.version if existing else store.next_pool_version(pool_id)
+    version = store.reserve_pool_version(pool_id, digest)
     root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     return root, version
 

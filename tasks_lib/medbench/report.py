@@ -3,7 +3,10 @@ dimension and task scores as mean ± sample SD over replicates (spec §4.7), the
 they were scored on, and the judge's agreement with human raters (κ per task and rubric, with
 the drop since the previous judge model or rubric version).
 
-A run that ended ``partial`` (cost budget, or > 20 % failed calls) is shown but not ranked.
+Ranking follows the one rule of every board (:mod:`tasks_lib.report.standing`): a run that
+ended ``partial`` (cost budget, or > 20 % failed calls) is shown but not ranked; an invalid run
+(refused upload, malformed submission, audit-flagged pool) is not ranked and adds no value to
+any column.
 """
 
 from __future__ import annotations
@@ -14,10 +17,10 @@ from collections import defaultdict
 
 from pydantic import Field
 
-from evaluators.medbench import MeanSD, mean_sd
+from evaluators.graders.medbench import MeanSD, mean_sd
 from tasks_lib.domain import Frozen
 from tasks_lib.medbench.calibration import KappaView, kappa_views
-from tasks_lib.report import Scored, scored_runs
+from tasks_lib.report import Scored, scored_runs, standings
 from tasks_lib.scoring import pool_version, select_runs
 from tasks_lib.storage import Storage
 
@@ -49,7 +52,8 @@ class AgentRow(Frozen):
     dimensions: dict[str, Stat] = Field(description="Dimension → score.")
     tasks: dict[str, Stat] = Field(description="Task → score.")
     judge_errors: int = Field(description="Open-ended items without a judge value, all runs.")
-    ranked: bool = Field(description="False when a replicate ended partial (incomplete).")
+    ranked: bool = Field(description="False when a replicate is not ranked by the one rule "
+                                     "(partial, or invalid).")
     note: str = Field(default="", description="Why not ranked.")
 
 
@@ -68,8 +72,9 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
     per_dim: dict[str, list[float]] = defaultdict(list)
     per_task: dict[str, list[float]] = defaultdict(list)
     per_track: dict[str, list[float]] = defaultdict(list)
+    marks = standings(rows)
     overall, errors = [], 0
-    for s in rows:
+    for s in (s for s in rows if marks[s.run.run_id].credited):
         metrics = json.loads(s.score.metrics_json)
         groups = json.loads(s.score.groups_json)
         if metrics.get("overall") is not None:
@@ -82,15 +87,15 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
             target = per_dim if name.startswith("dimension/") else per_task
             if g.get("score") is not None:
                 target[name.removeprefix("dimension/")].append(float(g["score"]))
-    partial = [s.run.run_id for s in rows if s.run.status != "completed"]
+    unranked = [f"{s.run.run_id}: {marks[s.run.run_id].reason}" for s in rows
+                if not marks[s.run.run_id].ranked]
     return AgentRow(rank=None, agent_id=agent_id, model=rows[0].run.model,
                     evaluator_version=rows[0].score.evaluator_version,
                     runs=[s.run.run_id for s in rows], overall=_stat(overall),
                     tracks={t: _stat(v) for t, v in sorted(per_track.items())},
                     dimensions={d: _stat(v) for d, v in sorted(per_dim.items())},
                     tasks={t: _stat(v) for t, v in sorted(per_task.items())},
-                    judge_errors=errors, ranked=not partial,
-                    note=f"incomplete runs: {', '.join(partial)}" if partial else "")
+                    judge_errors=errors, ranked=not unranked, note="; ".join(unranked))
 
 
 def build_report(pool: str, evaluator_version: str | None = None) -> MedBenchReport:

@@ -24,8 +24,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
-from evaluators.judges.medbench import JudgeCase, load_rubric
-from evaluators.medbench import (
+from evaluators.graders.medbench import (
     acc_all_variants,
     aggregate,
     f1_from_counts,
@@ -36,6 +35,7 @@ from evaluators.medbench import (
     one_minus_ned,
     shuffled_accuracy,
 )
+from evaluators.judges.medbench import JudgeCase, load_rubric
 from tasks_lib.medbench.items import (
     AnswerType,
     MedBenchManifest,

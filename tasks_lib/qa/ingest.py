@@ -40,12 +40,14 @@ import re
 from collections import Counter
 from typing import Any, NamedTuple
 
+from tasks_lib.domain import Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.qa.bounded_io import decode_line, read_lines
 from tasks_lib.qa.question_lines import _kind, _LineRule, _load_json, _parse, canonical_realidx
 from tasks_lib.qa.types import QAInputLimits, QAItem, Reject
+from tasks_lib.settings import get_settings
 from tasks_lib.sources import QASource
-from tasks_lib.taskspec import TaskSpec
+from tasks_lib.taskspec import TaskSpec, list_cards, load_card, resolve_data_path
 
 _LOG = logging.getLogger(__name__)
 
@@ -118,6 +120,16 @@ def read_questions(dataset: str, source: str, limits: QAInputLimits | None = Non
     return Ingested(items, rejects, n_lines)
 
 
+def qa_datasets() -> list[str]:
+    """Ids of the shipped QA dataset cards (``datasets/qa/*/task.yaml``), sorted."""
+    return list_cards(Track.QA)
+
+
+def default_source() -> str:
+    """The folder QA cards' relative paths resolve against: ``<data root>/medagentsbench``."""
+    return str(get_settings().data_root / "medagentsbench")
+
+
 def check_question_files(datasets: list[str] | None = None, source: str | None = None,
                          limits: QAInputLimits | None = None) -> int:
     """Read every question and train file a QA build of ``datasets`` (default: every QA card)
@@ -128,13 +140,9 @@ def check_question_files(datasets: list[str] | None = None, source: str | None =
         InputDataError: a file the build needs is missing or unusable (see the module doc).
         UnknownNameError: an unknown dataset card.
     """
-    from tasks_lib.domain import Track
-    from tasks_lib.qa.replay_report import default_source
-    from tasks_lib.taskspec import list_cards, load_card, resolve_data_path
-
     base = source or default_source()
     n = 0
-    for dataset in datasets or list_cards(Track.QA):
+    for dataset in datasets or qa_datasets():
         qa = qa_source(load_card(Track.QA, dataset))
         for ref in (qa.questions, qa.train):
             if ref:

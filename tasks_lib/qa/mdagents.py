@@ -58,7 +58,7 @@ from collections.abc import Callable, Sequence
 from tasks_lib.llm import CompletionFn, Message
 from tasks_lib.llm_scope import gather
 from tasks_lib.qa.mdagents_replies import INITIAL, REVIEW, parse_experts, parse_teams, route_of
-from tasks_lib.qa.methods import METHODS, MethodContext, MethodResult, _Tally
+from tasks_lib.qa.method_base import METHODS, CallTally, MethodContext, MethodResult
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
 CHAT_TEMPERATURE = 1.0
@@ -88,7 +88,7 @@ RATIONALE = ("Below is an example of medical knowledge question and answer. Afte
              "\n\nAnswer: {answer}")
 
 
-class _ChatTally(_Tally):
+class _ChatTally(CallTally):
     """A tally that also sends whole conversations."""
 
     def converse(self, messages: Sequence[Message], temperature: float) -> str:

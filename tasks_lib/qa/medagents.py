@@ -28,7 +28,7 @@ import string
 from collections.abc import Sequence
 
 from tasks_lib.llm import CompletionFn
-from tasks_lib.qa.methods import METHODS, MethodContext, MethodResult, _Tally
+from tasks_lib.qa.method_base import METHODS, CallTally, MethodContext, MethodResult
 from tasks_lib.qa.types import PublicQAItem
 
 NUM_QUESTION_DOMAINS = 5
@@ -186,7 +186,7 @@ def _final_prompt(report: str) -> str:
             "need, not the full content of the option.")
 
 
-def _consensus(t: _Tally, domains: Sequence[str], question: str, options: str, report: str
+def _consensus(t: CallTally, domains: Sequence[str], question: str, options: str, report: str
                ) -> tuple[str, list[list[str]]]:
     """Up to :data:`MAX_ATTEMPTS` vote → advice → revision rounds; the final report and votes."""
     history: list[list[str]] = []
@@ -207,7 +207,7 @@ def _consensus(t: _Tally, domains: Sequence[str], question: str, options: str, r
 def medagents(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
               ) -> MethodResult:
     """MedAgents as the paper ran it (``syn_verif``); see the module docstring."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     question = item.question if item.question[-1:] in string.punctuation else item.question + "?"
     options = str(dict(item.options))
     q_domains = parse_domains(t.ask(QUESTION_CLASSIFIER, (

@@ -29,148 +29,28 @@ from __future__ import annotations
 
 import functools
 import random
-import re
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Literal, TypeVar
-
-from pydantic import Field
+from typing import TypeVar
 
 from evaluators.qa import extract_answer
-from evaluators.registry import Registry
-from tasks_lib.domain import Frozen
-from tasks_lib.llm import Completion, CompletionFn, Message
+from tasks_lib.llm import CompletionFn
 from tasks_lib.llm_scope import gather
-from tasks_lib.qa.extractor import ChatFn, Extraction, Review, extract_review, extractor_for
+
+# The paper's multi-agent methods register themselves in METHODS when imported: importing them
+# here makes this module the one place that registers every method (import METHODS from here).
+from tasks_lib.qa import mdagents, medagents  # noqa: F401
+from tasks_lib.qa.method_base import METHODS as METHODS
+from tasks_lib.qa.method_base import CallTally, MethodContext, MethodResult
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
 EXPERT = "You are a medical expert answering a multiple-choice exam question."
 COT = "Think step by step, then finish with a line 'The answer is (X)' where X is the letter."
 
 
-class MethodContext(Frozen):
-    """What a method may use besides the item."""
-
-    exemplars: list[Exemplar] = Field(default_factory=list, description="Few-shot exemplars.")
-    seed: int = Field(default=0, description="Seed for shuffles and sampling.")
-    samples: int = Field(default=5, ge=1, description="Samples for self-consistency.")
-    sample_temperature: float = Field(default=0.7, description="Temperature of sampled calls.")
-    extractor: Literal["llm", "regex"] = Field(
-        default="llm", description="Answer extractor of the paper methods (every method but the "
-        "variants and medagents): 'llm' (the paper's JSON-schema model call) or 'regex' "
-        "(offline, no call).")
-    extractor_model: str = Field(default="gpt-4o-mini",
-                                 description="litellm model string of the 'llm' extractor.")
-
-
-class MethodResult(Frozen):
-    """A method's answer and what it cost."""
-
-    answer: str | None = Field(description="Extracted option letter, None if none.")
-    raw: str = Field(description="Final raw model text the answer came from.")
-    calls: int = Field(description="Model calls made.")
-    prompt_tokens: int = Field(description="Input tokens over all calls.")
-    completion_tokens: int = Field(description="Output tokens over all calls.")
-    latency_s: float = Field(description="Wall time over all calls.")
-    extractor: str | None = Field(
-        default=None, description="Who decided the answer: 'llm:<model>', 'regex', "
-        "'regex-fallback', 'option-regex' (MedAgents' 'Option: X'); None = the method's regex.")
-    extractor_calls: int = Field(default=0, description="Of `calls`, those made by the answer "
-                                 "extractor's model (priced at that model, not the agent's).")
-    extractor_prompt_tokens: int = Field(default=0, description="Of `prompt_tokens`, the "
-                                         "extractor's.")
-    extractor_completion_tokens: int = Field(default=0, description="Of `completion_tokens`, "
-                                             "the extractor's.")
-    trace: dict[str, str] = Field(default_factory=dict, description="Method-specific facts for "
-                                  "the trace (e.g. MDAgents' route).")
-
-
-Method = Callable[[PublicQAItem, str, CompletionFn, MethodContext], MethodResult]
-METHODS: Registry[Method] = Registry("method")
-
-
 def format_item(question: str, options: dict[str, str]) -> str:
     """Question followed by one ``X. text`` line per option."""
     return question + "\n\n" + "\n".join(f"{k}. {v}" for k, v in options.items())
-
-
-class _Tally:
-    """Accumulates usage over the calls of one method invocation."""
-
-    def __init__(self, model: str, complete: CompletionFn) -> None:
-        self.model, self.complete = model, complete
-        self.calls: list[Completion] = []
-        self.extractor_calls: list[Completion] = []
-
-    def ask(self, system: str, user: str, temperature: float = 0.0) -> str:
-        reply = self.complete(
-            self.model,
-            [Message(role="system", content=system), Message(role="user", content=user)],
-            temperature=temperature,
-        )
-        self.calls.append(reply)
-        return reply.text
-
-    def ask_all(self, prompts: Sequence[tuple[str, str, float]]) -> list[str]:
-        """Independent ``(system, user, temperature)`` calls, asked concurrently, in order."""
-        return gather([functools.partial(self.ask, *p) for p in prompts])
-
-    def say(self, user: str, system: str | None = None) -> str:
-        """One call as the paper made it: an optional system message and the user message, with
-        :func:`paper_params` (seed 42 travels only through a call layer that takes any chat
-        parameter, :class:`~tasks_lib.qa.extractor.ChatFn`; a plain completion function gets the
-        messages and the temperature)."""
-        params = paper_params(self.model)
-        if system and (REASONING_MODEL.search(self.model) or NO_SEED_MODEL.search(self.model)):
-            system, user = None, f"{system} {user}"  # the paper sent these a user message only
-        messages = [Message(role="system", content=system)] if system else []
-        messages.append(Message(role="user", content=user))
-        if isinstance(self.complete, ChatFn):
-            reply = self.complete.chat(self.model, [m.model_dump() for m in messages], **params)
-        else:
-            reply = self.complete(self.model, messages,
-                                  temperature=float(params.get("temperature", 0.0)))
-        self.calls.append(reply)
-        return reply.text
-
-    def extract(self, text: str, options: Mapping[str, str], ctx: MethodContext,
-                thinking: bool = False) -> Extraction:
-        """The answer extractor of ``ctx`` over ``options`` (its call, if any, is counted)."""
-        found = extractor_for(ctx.extractor, ctx.extractor_model, thinking)(text, options,
-                                                                          self.complete)
-        if found.completion is not None:
-            self.calls.append(found.completion)
-            self.extractor_calls.append(found.completion)
-        return found
-
-    def review(self, text: str, ctx: MethodContext) -> Review:
-        """Self-Refine's review verdict through the extractor of ``ctx`` (counted)."""
-        found = extract_review(text, ctx.extractor, ctx.extractor_model, self.complete)
-        if found.completion is not None:
-            self.calls.append(found.completion)
-            self.extractor_calls.append(found.completion)
-        return found
-
-    def result(self, answer: str | None, raw: str) -> MethodResult:
-        return MethodResult(
-            answer=answer, raw=raw, calls=len(self.calls),
-            prompt_tokens=sum(c.prompt_tokens for c in self.calls),
-            completion_tokens=sum(c.completion_tokens for c in self.calls),
-            latency_s=sum(c.latency_s for c in self.calls),
-        )
-
-    def finish(self, found: Extraction, raw: str, trace: dict[str, str] | None = None
-               ) -> MethodResult:
-        """The result of an extracted answer: who decided it, the extractor's share of the
-        usage, and ``trace`` (plus why a refused extractor reply was refused)."""
-        mine = self.extractor_calls
-        refused = {"extractor_refused": found.refused} if found.refused else {}
-        return self.result(found.answer, raw).model_copy(update={
-            "extractor": found.extractor, "extractor_calls": len(mine),
-            "extractor_prompt_tokens": sum(c.prompt_tokens for c in mine),
-            "extractor_completion_tokens": sum(c.completion_tokens for c in mine),
-            "trace": {**(trace or {}), **refused},
-        })
 
 
 def majority(votes: Sequence[str | None]) -> str | None:
@@ -180,27 +60,6 @@ def majority(votes: Sequence[str | None]) -> str | None:
         return None
     best = max(counted.values())
     return next(v for v in votes if v is not None and counted[v] == best)
-
-
-PAPER_SEED = 42
-"""The seed the paper sent with every call of a non-reasoning model."""
-REASONING_MODEL = re.compile(r"(?:^|/)(?:o\d(?:-mini|-preview)?(?:$|-)|deepseek-r1|qwq)",
-                             re.IGNORECASE)
-"""Reasoning models (o1/o3/o4…, DeepSeek-R1, QwQ): the paper sent them neither temperature nor seed
-and no system role."""
-NO_SEED_MODEL = re.compile(r"claude|anthropic", re.IGNORECASE)
-"""Models the paper called at temperature 0 without a seed (Anthropic has none) and, like the
-reasoning models, without a system role."""
-
-
-def paper_params(model: str) -> dict[str, Any]:
-    """The sampling parameters the paper sent ``model``: temperature 0 and seed 42, temperature 0
-    only (Claude), nothing (reasoning models)."""
-    if REASONING_MODEL.search(model):
-        return {}
-    if NO_SEED_MODEL.search(model):
-        return {"temperature": 0.0}
-    return {"temperature": 0.0, "seed": PAPER_SEED}
 
 
 def paper_options(options: Mapping[str, str]) -> str:
@@ -256,7 +115,7 @@ def few_shot_prompt(item: PublicQAItem, exemplars: Sequence[Exemplar]) -> str:
 def zero_shot(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
               ) -> MethodResult:
     """The paper's zero-shot: one call, then the extractor (1 + 1)."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     raw = t.say(zero_shot_prompt(item), KNOWLEDGEABLE)
     return t.finish(t.extract(raw, item.options, ctx), raw)
 
@@ -266,7 +125,7 @@ def few_shot(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Method
              ) -> MethodResult:
     """The paper's few-shot: the first 5 train exemplars with their answer texts, one call, then
     the extractor (1 + 1)."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     raw = t.say(few_shot_prompt(item, ctx.exemplars), FEW_SHOT_SYSTEM)
     return t.finish(t.extract(raw, item.options, ctx), raw)
 
@@ -276,7 +135,7 @@ def cot(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodConte
         ) -> MethodResult:
     """The paper's CoT: one step-by-step call, then the extractor asked for ``thinking`` and
     ``answer_idx`` (1 + 1)."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     raw = t.say(cot_prompt(item), COT_SYSTEM)
     return t.finish(t.extract(raw, item.options, ctx, thinking=True), raw)
 
@@ -287,7 +146,7 @@ def cot_sc(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodCo
     """The paper's ``cot_sc-5``: ``ctx.samples`` (5) CoT calls, each extracted (concurrently; at
     temperature 0 and seed 42 they are nearly identical), then one model "ensemble" call shown
     only the extracted letters and asked for the most frequent, then the extractor (6 + 6)."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     prompt = cot_prompt(item)
 
     def sample() -> str | None:
@@ -347,7 +206,7 @@ def multi_persona(item: PublicQAItem, model: str, complete: CompletionFn, ctx: M
     read it (round 2, concurrently), then a senior medical expert decides from every role's final
     thinking and answer; every call (user message only) is followed by the extractor asked for
     ``thinking`` and ``answer_idx`` (7 + 7). With the regex extractor the thinking is the reply."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
 
     def turn(prompt: str) -> tuple[str, str | None]:
         raw = t.say(prompt)
@@ -400,7 +259,7 @@ def self_refine(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Met
     question without its options. Calls: 2 + 4 when the first review accepts; 1 + 2k model and
     2 + 2k extractor calls after k rejections (7 + 8 at most); a verdict the extractor cannot read
     counts as False (the paper's ``if review_result``)."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     solution = t.say(_refine_generate(item))
     t.extract(solution, item.options, ctx)
     verdicts: list[str] = []
@@ -440,7 +299,7 @@ def medprompt(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
     ``solutions.index``, so identical solutions count as the first), and the final letter is
     extracted from the chosen solution (6 + 4). The paper's shuffles were unseeded; ours draw from
     ``random.Random`` seeded by ``ctx.seed``, the dataset and the item."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     prompt = _medprompt_generate(item)
     solutions = _concurrently([functools.partial(t.say, prompt)] * generations)
     rng = random.Random(f"medprompt:{ctx.seed}:{item.dataset}:{item.realidx}")
@@ -471,7 +330,7 @@ def medprompt(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
 def cot_sc_vote(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
            ) -> MethodResult:
     """Self-consistency: ``ctx.samples`` sampled CoT replies, majority vote."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     prompt = format_item(item.question, item.options)
     raws = t.ask_all([(f"{EXPERT} {COT}", prompt, ctx.sample_temperature)] * ctx.samples)
     votes = [extract_answer(r, item.options) for r in raws]
@@ -484,7 +343,7 @@ def cot_sc_vote(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Met
 def self_refine_stable(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext,
                 rounds: int = 3) -> MethodResult:
     """CoT answer, then up to ``rounds`` feedback→refine rounds; stops when the answer is stable."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     prompt = format_item(item.question, item.options)
     raw = t.ask(f"{EXPERT} {COT}", prompt)
     answer = extract_answer(raw, item.options)
@@ -512,7 +371,7 @@ PERSONAS = ("an internal medicine physician", "a clinical pharmacologist", "a me
 def multi_persona_panel(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
                   ) -> MethodResult:
     """Three personas answer, see each other's answers for a second round, a moderator decides."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     prompt = format_item(item.question, item.options)
     views = t.ask_all([(f"You are {p}. {COT}", prompt, 0.0) for p in PERSONAS])
     for _ in range(1):
@@ -542,7 +401,7 @@ def _shuffled(options: dict[str, str], rng: random.Random) -> tuple[dict[str, st
 def medprompt_shuffle(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext,
               generations: int = 3) -> MethodResult:
     """Medprompt choice-shuffle ensemble: CoT on ``generations`` seeded option orders, vote."""
-    t = _Tally(model, complete)
+    t = CallTally(model, complete)
     rng = random.Random(f"{ctx.seed}:{item.dataset}:{item.realidx}")
     orders = [_shuffled(item.options, rng) for _ in range(generations)]
     raws = t.ask_all([(f"{EXPERT} {COT}", format_item(item.question, shown), 0.0)
@@ -555,8 +414,3 @@ def medprompt_shuffle(item: PublicQAItem, model: str, complete: CompletionFn, ct
     raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
     return t.result(answer, raw)
 
-
-# The paper's multi-agent methods register themselves in METHODS on import; importing them here
-# (after everything they use is defined) registers them wherever METHODS is used.
-import tasks_lib.qa.mdagents  # noqa: E402
-import tasks_lib.qa.medagents  # noqa: E402, F401

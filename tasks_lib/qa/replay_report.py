@@ -9,10 +9,15 @@ from pydantic import Field
 
 from evaluators.qa import exact_match
 from tasks_lib.domain import Frozen, Track
-from tasks_lib.qa.ingest import normalize_item, qa_source, read_questions
+from tasks_lib.qa.ingest import (
+    default_source,
+    normalize_item,
+    qa_datasets,
+    qa_source,
+    read_questions,
+)
 from tasks_lib.qa.types import QAItem, QAReference
-from tasks_lib.settings import get_settings
-from tasks_lib.taskspec import list_cards, load_card, resolve_data_path
+from tasks_lib.taskspec import load_card, resolve_data_path
 
 
 class ReplayAccuracy(Frozen):
@@ -33,15 +38,10 @@ class ReplaySummary(Frozen):
     unscored_groups: list[str] = Field(description="Groups with no scorable item.")
 
 
-def default_source() -> str:
-    """The folder QA cards' relative paths resolve against: ``<data root>/medagentsbench``."""
-    return str(get_settings().data_root / "medagentsbench")
-
-
 def card_references(source: str | None = None) -> dict[str, QAReference]:
     """References of every item of every QA card (answers as normalized by construct)."""
     refs: dict[str, QAReference] = {}
-    for dataset in list_cards(Track.QA):
+    for dataset in qa_datasets():
         card = load_card(Track.QA, dataset)
         path = resolve_data_path(qa_source(card).questions, source or default_source())
         for item in read_questions(dataset, path).items:

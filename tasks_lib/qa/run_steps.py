@@ -107,6 +107,7 @@ def _chunk_body(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
 
 
 CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.qa.methods",
+                 "tasks_lib.qa.method_base", "tasks_lib.qa.medagents", "tasks_lib.qa.mdagents",
                  "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa",
                  "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.llm_limits",
                  "tasks_lib.llm_scope", "tasks_lib.agents", "tasks_lib.pricing",

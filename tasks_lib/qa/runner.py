@@ -33,7 +33,8 @@ from tasks_lib.domain import Frozen
 from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion
 from tasks_lib.llm_scope import call_scope
 from tasks_lib.pricing import PriceSnapshot
-from tasks_lib.qa.methods import METHODS, Method, MethodContext, MethodResult
+from tasks_lib.qa.method_base import Method, MethodContext, MethodResult
+from tasks_lib.qa.methods import METHODS
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 from tasks_lib.redaction import redact, secret_values

@@ -182,8 +182,7 @@ def publish_pool(
                 if v is ReviewVerdict.REJECT}
     items = [it for b in builds for it in b.selected if it.key not in withheld]
     digest = content_hash(items)
-    existing = store.find_pool_by_hash(pool_id, digest)
-    version = existing.version if existing else store.next_pool_version(pool_id)
+    version = store.reserve_pool_version(pool_id, digest)
     root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     deid_items = [r for b in builds for r in b.deid if r.key in {it.key for it in items}]
     deid_totals: Counter[PHIType] = Counter()

@@ -33,7 +33,7 @@ from tasks_lib.rwe.types import FieldType, MCQKey, PublicStudy, publish_value, s
 TOOLKIT = "/opt/medflows"
 """Where scripted agents find the project's packages inside the sandbox."""
 
-ANALYSIS_MODULES = ("tasks_lib.rwe.study_analyses",)
+ANALYSIS_MODULES = ("tasks_lib.rwe.sepsis_analyses", "tasks_lib.rwe.non_sepsis_analyses")
 """Modules that register the study analyses (imported inside the sandbox)."""
 
 MARK = "RESULT_JSON:"

@@ -4,15 +4,15 @@ reference answers; the reference cohort is the pool's ``private/cohorts/<study>.
 bound, p = 0.5, 0 for the descriptive fields).
 
 The answers are the run's final answers as the metrics read them (every question of the tree,
-whether or not it would have been shown: the gate logic of :func:`evaluators.rwe.score_study`
-hides what a wrong gate never revealed).
+whether or not it would have been shown: the gate logic of
+:func:`evaluators.graders.rwe.score_study` hides what a wrong gate never revealed).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
 
-from evaluators.rwe_answers import Kind, QuestionTree, RawAnswer
+from evaluators.graders.rwe_answers import Kind, QuestionTree, RawAnswer
 
 CONSTANT_OPTION = "A"
 """The constant agent's option for every gate."""

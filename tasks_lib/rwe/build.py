@@ -19,7 +19,8 @@ from typing import NamedTuple
 
 from evaluators.core import InputDataError
 from tasks_lib.rwe import ehr, load
-from tasks_lib.rwe.analyses import ANALYSES, AnalysisResult, StudyDB
+from tasks_lib.rwe.analyses import ANALYSES
+from tasks_lib.rwe.analysis_base import AnalysisResult, StudyDB
 from tasks_lib.rwe.types import (
     POOL_FILES,
     FieldAnswer,

@@ -1,7 +1,8 @@
-"""One RWE research cell: a scripted or model agent works on one study in the sandbox, against
-the study database through a per-run role, and answers through ``submit_answers``.
-
-Execution stops at submission + trace (the score flow scores it, :mod:`tasks_lib.rwe.scoring`):
+"""The RWE kit's environment (:mod:`tasks_lib.harness.environment`): a scripted or model agent
+works on one study in the sandbox, against the study database through a per-run role, and
+answers through ``submit_answers``. The harness runs the cell like every other one
+(:mod:`tasks_lib.harness.cell`); execution stops at submission + trace (the score flow scores
+it, :mod:`tasks_lib.rwe.scoring`):
 
     runs/<run_id>/workspace/    the agent's workspace (rwe_db.py, protocol.md, questions.json)
     runs/<run_id>/submission/   answers.json (session record) and cohort.csv (frozen cohort)
@@ -15,17 +16,16 @@ agent's login is the run's role (created before, dropped after the run, whatever
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
-from tasks_lib.agents import Harness, load_catalog
-from tasks_lib.domain import RunStatus, Tier, Track
-from tasks_lib.errors import InputDataError
-from tasks_lib.harness.cell import CellPlan, Execution, runs_root, sandbox_class
-from tasks_lib.harness.loop import LoopEnd, LoopLimits, LoopOutcome
-from tasks_lib.harness.policies import LiteLLMPolicy, Policy
+from tasks_lib.agents import AgentSpec, Harness
+from tasks_lib.harness.cell import CellPlan, Execution
+from tasks_lib.harness.environment import AgentSession, Environment, PoolRef
+from tasks_lib.harness.loop import AgentLoop, LoopLimits
+from tasks_lib.harness.policies import Policy
 from tasks_lib.harness.trace import EventKind, TraceRecorder
-from tasks_lib.records import RunRecord
 from tasks_lib.rwe import agents as scripted
 from tasks_lib.rwe.cluster import Server, check_study_database, default_cluster, study_server
 from tasks_lib.rwe.dblog import LogWatch
@@ -36,16 +36,10 @@ from tasks_lib.rwe.session import AnswerSession
 from tasks_lib.rwe.sweep import sweep
 from tasks_lib.rwe.types import MCQKey
 from tasks_lib.rwe.watchdog import Watchdog
-from tasks_lib.sandbox.base import (
-    Mount,
-    NetworkPolicy,
-    SandboxBackend,
-    SandboxSpec,
-    Violation,
-    agent_spec,
-)
-from tasks_lib.sandbox.lease import Lease
+from tasks_lib.sandbox.base import Mount, NetworkPolicy, Sandbox, SandboxSpec, Violation, agent_spec
 from tasks_lib.settings import PROJECT_ROOT
+from tasks_lib.storage import Storage
+from tasks_lib.taskspec import TaskSpec
 
 log = logging.getLogger(__name__)
 
@@ -72,40 +66,6 @@ def card_keys(study_id: str) -> tuple[str, dict[str, MCQKey]]:
     study = load_card(study_id)
     return study.analysis, {s.mcq.id: s.key for s in study.sentences
                             if s.mcq is not None and s.key is not None}
-
-
-def plan_rwe_cell(agent_id: str, study_id: str, tier: Tier, backend: SandboxBackend,
-                  replicate: int, pool_dir: Path, judge_model: str) -> CellPlan:
-    """Fix the run id, folders and limits of one RWE cell."""
-    from tasks_lib.harness.cell import make_run_id
-
-    agent = load_catalog().get(agent_id)
-    run_id = make_run_id(agent_id, study_id, tier, replicate)
-    turns = int(agent.params.get("max_turns", LIMITS.max_turns))
-    return CellPlan(agent=agent, task_id=study_id, track=Track.RWE, tier=tier, backend=backend,
-                    replicate=replicate, run_id=run_id, pool_dir=pool_dir.resolve(),
-                    run_dir=runs_root() / run_id, judge_model=judge_model,
-                    limits=LIMITS.model_copy(update={"max_turns": turns}))
-
-
-def _policy(plan: CellPlan, loaded: LoadedStudy) -> Policy:
-    """A scripted RWE analyst, or a tool-calling model with the RWE tools."""
-    agent = plan.agent
-    if agent.harness is Harness.TOOL_LOOP:
-        base = agent.params.get("api_base")
-        return LiteLLMPolicy(agent.model, api_base=str(base) if base else None,
-                             temperature=float(agent.params.get("temperature", 0.0)),
-                             max_tokens=int(agent.params.get("max_tokens", 4096)),
-                             retries=int(agent.params.get("retries", 4)),
-                             salt=f"replicate:{plan.replicate}" if plan.replicate else "",
-                             tools=RWE_TOOLS)
-    if agent.harness is not Harness.SCRIPTED:
-        raise InputDataError(agent.agent_id, f"uses harness {agent.harness.value!r}; RWE cells "
-                                             f"need {Harness.TOOL_LOOP.value!r} or "
-                                             f"{Harness.SCRIPTED.value!r} (rwe-honest, …)")
-    kind = scripted.KINDS.get(agent.method or agent.agent_id)
-    analysis, keys = card_keys(plan.task_id)
-    return scripted.RweScriptedPolicy(kind, loaded.study, analysis, keys)
 
 
 def write_workspace(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server) -> None:
@@ -136,12 +96,6 @@ def _spec(plan: CellPlan, server: Server) -> SandboxSpec:
     return spec.model_copy(update={"mounts": mounts})
 
 
-def _status(outcome: LoopOutcome, violations: list[Violation]) -> RunStatus:
-    if violations or outcome.end is LoopEnd.TERMINATED:
-        return RunStatus.INVALID
-    return RunStatus.TIMEOUT if outcome.end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
-
-
 def _watchdog(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server,
               limits: RoleLimits) -> Watchdog:
     """The run's database watchdog (log reader included; medflows' cluster: memory too)."""
@@ -152,72 +106,103 @@ def _watchdog(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server
                     plan.limits.wall_time_s + 60)
 
 
-def _run_agent(plan: CellPlan, loaded: LoadedStudy, role: RunRole, server: Server,
-               policy: Policy, recorder: TraceRecorder, limits: RoleLimits, lease: Lease
-               ) -> tuple[LoopOutcome, list[Violation]]:
-    """The loop under the watchdog; its outcome and every violation (the watchdog's last
-    ones, seen after the loop ended, included)."""
-    write_workspace(plan, loaded, role, server)
-    session = AnswerSession(loaded.study, loaded.key, plan.workspace, plan.submission)
-    sandbox = sandbox_class(plan.backend)(_spec(plan, server), lease=lease)
-    cohort = loaded.study.protocol.cohort
-    with _watchdog(plan, loaded, role, server, limits) as dog:
-        loop = RweLoop(policy, sandbox, recorder, plan.limits, session, dog)
-        try:
-            outcome = loop.run(SYSTEM.format(cohort=cohort.file,
-                                             columns=", ".join(cohort.columns),
-                                             steps=plan.limits.max_turns),
-                               "Opening questions:\n" + session.opening_text())
-        finally:
-            sandbox.close()
-    late = dog.check()
-    for v in late:
-        recorder.event(EventKind.VIOLATION, outcome.turns, violation=v.kind.value,
-                       source=v.source.value, evidence=v.evidence)
-    session.finish(outcome.turns, outcome.end.value)
-    return outcome, [*outcome.violations, *late]
+class RweSession(AgentSession):
+    """One RWE run's side: the study database through the run's role (socket bound at
+    :data:`SOCKET`), the RWE tools, the RWE loop under the watchdog, the study's opening
+    questions, and the session record as the submission (written by the host, never copied
+    from the workspace)."""
+
+    tools = RWE_TOOLS
+
+    def __init__(self, card: TaskSpec, plan: CellPlan, loaded: LoadedStudy, server: Server,
+                 watchdog: Watchdog) -> None:
+        super().__init__(card, plan)
+        self.loaded, self.server, self.watchdog = loaded, server, watchdog
+        self.answers = AnswerSession(loaded.study, loaded.key, plan.workspace, plan.submission)
+        self.late: list[Violation] = []
+
+    def sandbox(self) -> SandboxSpec:
+        """The agent profile without network but the study server's socket (host network
+        for a TCP server); scripted analysts get the toolkit packages read-only."""
+        return _spec(self.plan, self.server)
+
+    def scripted(self) -> Policy:
+        """A scripted RWE analyst (catalog ``method``: honest, careless, fabricate, …)."""
+        kind = scripted.KINDS.get(self.plan.agent.method or self.plan.agent.agent_id)
+        analysis, keys = card_keys(self.plan.task_id)
+        return scripted.RweScriptedPolicy(kind, self.loaded.study, analysis, keys)
+
+    def loop(self, policy: Policy, sandbox: Sandbox, recorder: TraceRecorder) -> AgentLoop:
+        """The RWE loop: ``submit_answers`` and the database watch after every execution."""
+        return RweLoop(policy, sandbox, recorder, self.plan.limits, self.answers,
+                       self.watchdog)
+
+    def prompts(self) -> tuple[str, str]:
+        """The RWE system prompt and the opening questions."""
+        cohort = self.loaded.study.protocol.cohort
+        return (SYSTEM.format(cohort=cohort.file, columns=", ".join(cohort.columns),
+                              steps=self.plan.limits.max_turns),
+                "Opening questions:\n" + self.answers.opening_text())
+
+    @property
+    def submission_source(self) -> Path | None:
+        """None: the session record and the frozen cohort are the submission."""
+        return None
+
+    def finish(self, execution: Execution, recorder: TraceRecorder) -> list[Violation]:
+        """The watchdog's last violations (seen after the loop ended; recorded in the trace)
+        and the session record's step count and end."""
+        for v in self.late:
+            recorder.event(EventKind.VIOLATION, execution.turns, violation=v.kind.value,
+                           source=v.source.value, evidence=v.evidence)
+        self.answers.finish(execution.turns, "error" if execution.end is None
+                            else execution.end.value)
+        return self.late
 
 
-def execute_rwe_cell(plan: CellPlan, loaded: LoadedStudy, limits: RoleLimits | None = None
-                     ) -> Execution:
-    """Run the agent with its own database role (dropped afterwards even on failure), after
-    sweeping what killed runs left on the study server."""
-    for removed in sweep():
-        log.info("%s", removed)
-    limits = limits or RoleLimits()
-    server = study_server().model_copy(update={"database": loaded.manifest.database})
-    check_study_database(server, list(loaded.manifest.schemas.model_dump().values()),
-                         loaded.manifest.ehr_hash)
-    plan.workspace.mkdir(parents=True, exist_ok=True)
-    recorder = TraceRecorder(plan.trace_dir)
-    policy = _policy(plan, loaded)
-    started = time.monotonic()
-    with Lease(plan.run_id, scratch=[plan.workspace]) as lease:
-        try:
-            with run_role(server, plan.run_id, limits) as role:
-                outcome, violations = _run_agent(plan, loaded, role, server, policy, recorder,
-                                                 limits, lease)
-        finally:
-            recorder.write_conversation(plan)
-            recorder.write_workspace(plan.workspace)
-    return Execution(status=_status(outcome, violations), end=outcome.end, model=policy.model,
-                     turns=outcome.turns, wall_time_s=time.monotonic() - started,
-                     input_tokens=outcome.prompt_tokens, output_tokens=outcome.completion_tokens,
-                     violations=violations)
+class RweEnvironment(Environment):
+    """An RWE study on the newest published RWE pool holding it (or the one given), with the
+    study's limits (spec §4) and the study database's per-run role and watchdog."""
 
+    def __init__(self, card: TaskSpec, pool_dir: Path | None = None,
+                 role_limits: RoleLimits | None = None) -> None:
+        from tasks_lib.harness.environment import local_root
+        from tasks_lib.rwe.pools import find_pool
 
-def rwe_run_record(plan: CellPlan, loaded: LoadedStudy, execution: Execution) -> RunRecord:
-    """The run record of an executed RWE cell."""
-    m = loaded.manifest
-    return RunRecord(
-        run_id=plan.run_id, agent=plan.agent, task_id=plan.task_id, track=Track.RWE,
-        tier=plan.tier, replicate=plan.replicate, status=execution.status,
-        pool_url=loaded.pool_url, pool_id=m.pool_id, pool_version=m.version,
-        pool_hash=m.content_hash, n_items=len(loaded.tree.questions), turns=execution.turns,
-        wall_time_s=round(execution.wall_time_s, 3), input_tokens=execution.input_tokens,
-        output_tokens=execution.output_tokens,
-        cost_usd=0.0 if execution.model.startswith("scripted") else None,
-        sandbox=plan.backend.value, judge_model=plan.judge_model,
-        end=None if execution.end is None else execution.end.value,
-        violations=[f"{v.kind.value}: {v.evidence}" for v in execution.violations],
-        error=execution.error)
+        pool = pool_dir or local_root(Storage(find_pool(card.task_id)))
+        super().__init__(card, pool)
+        self.role_limits = role_limits or RoleLimits()
+
+    def limits(self, agent: AgentSpec) -> LoopLimits:
+        """Spec §4 (:data:`LIMITS`); the agent's ``max_turns`` if it sets one."""
+        turns = int(agent.params.get("max_turns", LIMITS.max_turns))
+        return LIMITS.model_copy(update={"max_turns": turns})
+
+    def _study(self) -> LoadedStudy:
+        from tasks_lib.rwe.pools import load_study
+
+        return load_study(self.card.task_id, Storage(str(self.pool_dir)).root_url)
+
+    def pool(self) -> PoolRef:
+        """The RWE pool version; its items are the study's questions."""
+        loaded = self._study()
+        m = loaded.manifest
+        return PoolRef(url=loaded.pool_url, pool_id=m.pool_id, version=m.version,
+                       content_hash=m.content_hash, n_items=len(loaded.tree.questions))
+
+    @contextmanager
+    def session(self, plan: CellPlan) -> Iterator[AgentSession]:
+        """Sweep what killed runs left on the study server, check the study database, then
+        hold the run's role (dropped afterwards, whatever happens) and its watchdog."""
+        for removed in sweep():
+            log.info("%s", removed)
+        loaded = self._study()
+        server = study_server().model_copy(update={"database": loaded.manifest.database})
+        check_study_database(server, list(loaded.manifest.schemas.model_dump().values()),
+                             loaded.manifest.ehr_hash)
+        with run_role(server, plan.run_id, self.role_limits) as role:
+            write_workspace(plan, loaded, role, server)
+            with _watchdog(plan, loaded, role, server, self.role_limits) as dog:
+                session = RweSession(self.card, plan, loaded, server, dog)
+                yield session
+            session.late = dog.check()

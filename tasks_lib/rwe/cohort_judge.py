@@ -17,7 +17,7 @@ import pandas as pd
 from pydantic import Field
 
 from evaluators.core import Frozen
-from evaluators.rwe import JudgeMetrics, judge_metrics
+from evaluators.graders.rwe import JudgeMetrics, judge_metrics
 from tasks_lib.llm import CompletionFn, LiteLLMCompletion, Message
 from tasks_lib.rwe.screening import SAMPLE, TAU, Screening, violates
 from tasks_lib.rwe.types import CohortAttribute, Protocol

@@ -1,4 +1,7 @@
-"""Prefect steps of the RWE construct flow (``flows/rwe.py``)."""
+"""Prefect steps of the RWE construct flow (``flows/rwe.py``): load cards, generate and load
+the EHR, analyse each study, validate the trap and variant panels, write the pool version and
+ledger it (the flow's publish gate between the two is the one exploit audit,
+:func:`tasks_lib.audit.audit_gate`)."""
 
 from __future__ import annotations
 
@@ -9,13 +12,10 @@ from pydantic import Field
 from sqlalchemy.engine import make_url
 
 from evaluators.core import Frozen, InputDataError
-from tasks_lib.audit import require_clean
-from tasks_lib.audits.report import GateRecord
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.rwe import build
-from tasks_lib.rwe.analyses import StudyDB
-from tasks_lib.rwe.pool_audit import audit_rwe_pool
+from tasks_lib.rwe.analysis_base import StudyDB
 from tasks_lib.rwe.studies import load_studies
 from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
 from tasks_lib.storage import Storage
@@ -84,8 +84,7 @@ def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
             timings: tuple[float, float, float]) -> PublishedRWEPool:
     """Write the pool version (version from the ledger: same content ⇒ same version)."""
     digest = build.pool_hash(loaded.content_hash, builds)
-    existing = store.find_pool_by_hash(pool_id, digest)
-    version = existing.version if existing else store.next_pool_version(pool_id)
+    version = store.reserve_pool_version(pool_id, digest)
     root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     manifest = build.write_pool(root, pool_id, version, seed, n_patients, loaded, loaded.database,
                                 SchemaNames(), builds)
@@ -94,15 +93,29 @@ def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
                             database_reused=loaded.reused)
 
 
-@task(name="rwe-audit-pool", task_run_name="rwe-audit-{pool_url}")
-def audit(pool_url: str, database: str, override: str | None) -> GateRecord:
-    """The publish gate: the RWE exploit audit must be clean (or overridden with a reason)."""
-    report = audit_rwe_pool(pool_url, database_url(database))
-    for f in report.findings:
-        if not f.passed:
-            get_run_logger().warning("audit %s: %s (%s)", f.check, f.rule,
-                                     "; ".join(f.evidence[:3]))
-    return require_clean(report, override)
+@task(name="rwe-validate")
+def validate(builds: list[build.StudyBuild]) -> None:
+    """The pool's construction validity, before it is written: every study has a trap panel
+    and each trap flips a scored field (else the pool cannot tell a careless analysis from the
+    protocol's); other valid analyses (variants) that flip a scored field are warned about.
+
+    Raises:
+        InputDataError: a study without traps or with a trap that flips nothing (names each).
+    """
+    bad = [f"{b.study.study_id}: no trap analysis" for b in builds if not b.traps]
+    bad += [f"{t.study_id}: trap {t.trap} flips nothing" for b in builds for t in b.traps
+            if not t.flipped]
+    if bad:
+        raise InputDataError("trap panel", "; ".join(bad) + " (rule: every study has a trap "
+                             "panel and each trap flips a scored field; build with more "
+                             "patients or fix the study card)")
+    variants = [v for b in builds for v in b.variants]
+    flipped = [f"{v.study_id}: variant {v.variant} flips {', '.join(v.flipped)}"
+               for v in variants if v.flipped]
+    if flipped or not variants:
+        get_run_logger().warning("variant panel: %s (rule: other valid analyses agree with the "
+                                 "gold on every scored field)",
+                                 "; ".join(flipped) or "no variant analysis")
 
 
 @task(name="rwe-record-pool")

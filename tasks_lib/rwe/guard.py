@@ -2,25 +2,25 @@
 drops the role (its sessions, scratch schema, large objects) as soon as that command dies —
 ``kill -9`` included — instead of waiting for the next command's sweep.
 
-:func:`start_guard` runs ``python -m tasks_lib.rwe.guard`` in its own session (a signal to the
-command's process group does not reach it), handing it the admin connection on stdin (never on
-the command line). It checks every :data:`POLL_S` and ends by itself when the role is gone (the
-normal teardown), when the server is gone, or after the role's validity plus a margin.
+:func:`tasks_lib.rwe.roles.start_guard` runs ``python -m tasks_lib.rwe.guard`` in its own
+session (a signal to the command's process group does not reach it), handing it the admin
+connection on stdin (never on the command line). It checks every :data:`POLL_S` and ends by
+itself when the role is gone (the normal teardown), when the server is gone, or after the role's
+validity plus a margin.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import sys
 import time
 from contextlib import suppress
-from pathlib import Path
 
 import psycopg2
 
 from tasks_lib.rwe.cluster import Server, connect
 from tasks_lib.rwe.owners import Owner
+from tasks_lib.rwe.roles import drop_role, role_ddl
 
 POLL_S = 1.0
 """Seconds between two looks at the owner and the role."""
@@ -29,25 +29,8 @@ MARGIN_S = 600.0
 """How long past the role's validity the guard may live."""
 
 
-def start_guard(server: Server, role: str, owner: Owner, valid_s: float
-                ) -> subprocess.Popen[bytes]:
-    """Start the guard of ``role`` (owned by ``owner``) in the background; its process."""
-    guard = subprocess.Popen([sys.executable, "-m", "tasks_lib.rwe.guard"],
-                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL, start_new_session=True,
-                             cwd=Path(__file__).resolve().parents[2])
-    assert guard.stdin is not None
-    guard.stdin.write(json.dumps({"server": server.model_dump(mode="json"), "role": role,
-                                  "owner": owner.model_dump(mode="json"),
-                                  "valid_s": valid_s}).encode())
-    guard.stdin.close()
-    return guard
-
-
 def watch(server: Server, role: str, owner: Owner, valid_s: float) -> bool:
     """Wait until the role is gone or its owner dies; True when the owner died first."""
-    from tasks_lib.rwe.roles import drop_role, role_ddl
-
     end = time.monotonic() + valid_s + MARGIN_S
     conn = connect(server)
     try:

@@ -1,138 +1,219 @@
-"""Exploit audit of an RWE study pool (the construct gate records it like the other tracks'
-audits: :func:`tasks_lib.audit.require_clean` writes ``audit.json``).
+"""What the RWE kit gives the one exploit audit (:func:`tasks_lib.audit.audit_pool`, docs/audit.md).
 
-Checks: ``answer_key`` (the public view carries no answer, key or value, under any name or
-encoding: :mod:`tasks_lib.audits.encoded`), ``database_leak``
-(the agent-readable schemas of the study database hold only the documented tables and columns,
-without comments, so no gold answer or planted parameter can hide there; spec §11.15),
-``trap_panel`` (every study has traps and each flipped a scored field) and ``null_agents``
-(constant-letter agents that answer every field with a null effect stay below the SR floor).
+* Baselines (:func:`rwe_baselines`): one *pool-level* submission per null agent — a folder with
+  one ``<study_id>/`` submission (``answers.json`` session record, ``cohort.csv``) per study of
+  the pool — scored by the kit's own study scorer, study by study, into one card whose task
+  score is the pool's mean SR (:func:`score_pool_submission`). Null agents: no submission, an
+  empty session, and one constant option letter on every gate with null-effect fields (ratio and
+  CI bounds 1.0, p = 0.5); their floors are the ``rwe`` table of ``datasets/audit/floors.yaml``
+  (a constant letter: mean SR ≤ 0.25). ``perfect`` is the reference answers and cohorts.
+* Answer-key data (:func:`rwe_answer_key_data`): the study ids, every unrounded answer value (the
+  content search looks for them in ``public/``), and the kit's own leak evidence: an answer, MCQ
+  key or value key in ``public/studies.jsonl``, and the study database — which must hold the
+  manifest's EHR (:func:`~tasks_lib.rwe.cluster.check_study_database`) — exposing more than the
+  documented tables and columns to the run role (extra columns, comments, any other table the
+  ``rwe_reader`` role may read; spec §11.15).
+
+The trap and variant panels are construction validity, checked before the pool is written
+(:func:`tasks_lib.rwe.construct_steps.validate`).
 """
 
 from __future__ import annotations
 
-import json
-from datetime import UTC, datetime
+import hashlib
+from functools import partial
+from pathlib import Path
 
-import psycopg2
+import psycopg2.extensions
 
-from evaluators.core import Track
-from tasks_lib.audits.answer_key import encoded_hits
-from tasks_lib.audits.pool import file_digests, pool_files
-from tasks_lib.audits.report import AuditReport, Finding, Severity
+from evaluators.core import InvalidSubmissionError, Track
+from evaluators.graders.rwe_answers import Kind, QuestionTree, RawAnswer
+from tasks_lib.audits.baselines import Baseline, floored, no_submission, perfect, written
+from tasks_lib.audits.kit_data import AnswerKeyData
+from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.rwe import schema
-from tasks_lib.rwe.load import dsn
+from tasks_lib.rwe.baselines import BaselineKind, baseline_answers
+from tasks_lib.rwe.cluster import Server, check_study_database, connect, study_server
+from tasks_lib.rwe.questions import question_tree
+from tasks_lib.rwe.roles import READER
+from tasks_lib.rwe.session import ANSWERS_FILE, COHORT_FILE, SessionRecord
 from tasks_lib.rwe.types import (
     POOL_FILES,
-    FieldType,
+    LoadedStudyPool,
     RWEPoolManifest,
     SchemaNames,
-    StudyAnswers,
-    TrapOutcome,
-    VariantOutcome,
+    cohort_key,
     load_study_pool,
-    side,
 )
 from tasks_lib.storage import Storage
 
 LEAK_KEYS = ("\"key\"", "\"basis\"", "\"answer\"", "\"printed\"", "\"exact\"", "\"value\"")
-NULL_SR_FLOOR = 0.25
-"""Largest SR a constant-letter, null-effect agent may reach on the pool."""
+"""JSON keys of the private answers that must never appear in ``public/studies.jsonl``."""
+POOL_METRICS = ("rwe_sr", "rwe_acc", "rwe_rar", "rwe_smr", "rwe_cr")
+"""Study metrics a pool-level card averages over the pool's studies (``rwe_sr`` first)."""
 
 
-def _answer_key(root: Storage, answers: list[StudyAnswers]) -> Finding:
-    text = root.read_text(POOL_FILES["studies"])
-    hits = [f"public/studies.jsonl contains {k}" for k in LEAK_KEYS if k in text]
-    private = {file_digests(root, k)["sha256"]: k for k in pool_files(root, "private")}
-    hits += [f"{k}: byte-identical to the reference {private[d]} (rule: no private file in the "
-             "public view)" for k in pool_files(root, "public")
-             if (d := file_digests(root, k)["sha256"]) in private]
-    values = [(f.exact, f"{POOL_FILES['answers']} {a.study_id}.{f.id}")
-              for a in answers for f in a.fields.values()]
-    hits += encoded_hits(root, set(), values)
-    return Finding(check="answer_key", passed=not hits, severity=Severity.ERROR,
-                   rule="public/studies.jsonl carries no answer, MCQ key or value; no public "
-                        "file (any name, any encoding) holds a private file, an answer row or "
-                        "an unrounded answer value; no symlink or special file in public/",
-                   evidence=hits[:200])
+def is_pool_submission(run: RunRecord) -> bool:
+    """Whether ``run`` names its pool rather than one of its studies (an audit baseline)."""
+    manifest = RWEPoolManifest.model_validate(Storage(run.pool_url).read_json("manifest.json"))
+    return run.task_id == manifest.pool_id and run.task_id not in manifest.studies
 
 
-def _database_leak(url: str, schemas: SchemaNames) -> Finding:
+def _study_card(run: RunRecord, study_id: str, folder: Path, version: str) -> CaseScore:
+    """One study of a pool-level submission, scored like a run on that study (a missing or
+    broken session record scores 0, as the score flow refuses it)."""
+    from tasks_lib.rwe.scoring import score_rwe_run
+
+    one = run.model_copy(update={"task_id": study_id, "run_id": f"{run.run_id}-{study_id}"})
+    try:
+        card = score_rwe_run(one, folder, version)
+    except InvalidSubmissionError as exc:
+        return CaseScore(case_id=study_id, valid=False, reason=str(exc), values={"rwe_sr": 0.0})
+    return CaseScore(case_id=study_id, valid=card.invalid_reason is None,
+                     reason=card.invalid_reason or "",
+                     values={k: card.metrics[k] for k in POOL_METRICS if k in card.metrics})
+
+
+def score_pool_submission(run: RunRecord, submission: Path, version: str) -> ScoreCard:
+    """The card of a pool-level submission: each study's ``<study_id>/`` folder scored by
+    :func:`~tasks_lib.rwe.scoring.score_rwe_run`; each metric the mean over the studies that
+    report it (``rwe_sr``: over every study, a missing one counts 0); task score = mean SR."""
+    manifest = load_study_pool(Storage(run.pool_url), private=False).manifest
+    cases = [_study_card(run, s, submission / s, version) for s in manifest.studies]
+    metrics: dict[str, float] = {}
+    for name in POOL_METRICS:
+        values = [c.values[name] for c in cases if name in c.values]
+        if values:
+            metrics[name] = sum(values) / len(cases if name == "rwe_sr" else values)
+    return ScoreCard(
+        task_id=run.task_id, track=Track.RWE, evaluator_version=version, pool_hash=run.pool_hash,
+        run_id=run.run_id, agent_id=run.agent.agent_id, primary_metric="rwe_sr",
+        task_score=metrics.get("rwe_sr", 0.0), metrics=metrics, per_case=cases,
+        coverage=sum(c.valid for c in cases) / len(cases) if cases else 0.0,
+        notes=[f"{c.case_id}: {c.reason}" for c in cases if c.reason][:20])
+
+
+def _write_study(folder: Path, study_id: str, answers: dict[str, RawAnswer],
+                 cohort: bytes | None) -> None:
+    """A study's submission as a session leaves it: the record and, if any, the cohort."""
+    folder.mkdir(parents=True, exist_ok=True)
+    if cohort is not None:
+        (folder / COHORT_FILE).write_bytes(cohort)
+    record = SessionRecord(study_id=study_id, answers=answers, order=list(answers),
+                           submit_calls=1 if answers else 0,
+                           cohort_sha256=hashlib.sha256(cohort).hexdigest() if cohort else None)
+    (folder / ANSWERS_FILE).write_text(record.model_dump_json(indent=1), encoding="utf-8")
+
+
+def _constant_letter(letter: str, tree: QuestionTree) -> dict[str, RawAnswer]:
+    """The constant baseline's answers with ``letter`` on every gate."""
+    kinds = {q.question_id: q.kind for q in tree.questions}
+    return {q: letter if kinds[q] is Kind.MCQ else a
+            for q, a in baseline_answers(BaselineKind.CONSTANT, tree).items()}
+
+
+def _write_pool(pool: LoadedStudyPool, root: Storage, kind: str, folder: Path) -> None:
+    """A pool-level submission of baseline ``kind`` (``empty``, ``perfect`` or ``constant-X``)
+    in ``folder``: one study folder per study of the pool."""
+    for study in pool.studies:
+        tree = question_tree(study, pool.answers[study.study_id])
+        cohort = root.read_bytes(cohort_key(study.study_id)) if kind == "perfect" else None
+        answers = (_constant_letter(kind.removeprefix("constant-"), tree)
+                   if kind.startswith("constant-") else baseline_answers(kind, tree))
+        _write_study(folder / study.study_id, study.study_id, answers, cohort)
+
+
+def _letters(pool: LoadedStudyPool) -> list[str]:
+    """Every option letter of the pool's gates (public)."""
+    return sorted({o for study in pool.studies
+                   for q in question_tree(study, pool.answers[study.study_id]).questions
+                   if q.kind is Kind.MCQ for o in q.options})
+
+
+def rwe_baselines(pool_url: str, out: Path) -> list[Baseline]:
+    """No submission, an empty session, one constant letter per option letter, and the
+    references, each as a pool-level submission (see the module doc); the pool's study
+    database is checked to hold its EHR first (the scorer reads its identifiers)."""
+    root = Storage(pool_url)
+    pool = load_study_pool(root)
+    checked_server(pool.manifest)
+    write = partial(_write_pool, pool, root)
+    found = [no_submission("rwe", out),
+             floored("rwe", "empty", "empty baseline", written(out, "empty",
+                                                                partial(write, "empty")))]
+    for letter in _letters(pool):
+        name = f"constant-{letter}"
+        found.append(floored("rwe", "constant", f"constant '{letter}' + null effects",
+                             written(out, name, partial(write, name))))
+    return [*found, perfect(written(out, "perfect", partial(write, "perfect")))]
+
+
+def checked_server(manifest: RWEPoolManifest) -> Server:
+    """The study server, on the pool's database, checked to hold the manifest's EHR.
+
+    Raises:
+        InputDataError: the database is missing, lacks a schema or holds another EHR.
+    """
+    server = study_server().model_copy(update={"database": manifest.database})
+    check_study_database(server, list(manifest.schemas.model_dump().values()),
+                         manifest.ehr_hash)
+    return server
+
+
+def database_leak(server: Server, schemas: SchemaNames) -> list[str]:
+    """Evidence that the study database shows the run role more than the documented tables
+    and columns: an unexpected column or a comment in a study schema, or any other table the
+    ``rwe_reader`` role may read (gold answers and planted parameters live only in private/)."""
     names = {"mimiciv_hosp": schemas.hosp, "mimiciv_icu": schemas.icu,
              "mimiciv_derived": schemas.derived}
     want = {(names[t.split(".")[0]], t.split(".")[1], c) for t in schema.TABLES
             for c in schema.columns(t)}
-    with psycopg2.connect(**dsn(url)) as conn, conn.cursor() as cur:
-        cur.execute("SELECT table_schema, table_name, column_name FROM information_schema.columns "
-                    "WHERE table_schema = ANY(%s)", (list(names.values()),))
-        got = {tuple(r) for r in cur.fetchall()}
-        cur.execute("SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = d.objoid "
-                    "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = ANY(%s)",
-                    (list(names.values()),))
-        comments = int(cur.fetchone()[0])
-    conn.close()
-    extra = sorted(".".join(r) for r in got - want)
-    evidence = [f"unexpected column {e}" for e in extra[:20]]
-    evidence += [f"{comments} comments on study tables"] if comments else []
-    return Finding(check="database_leak", passed=not evidence, severity=Severity.ERROR,
-                   rule="the study database holds only the documented tables/columns, no "
-                        "comments (gold answers and planted parameters live only in private/)",
-                   evidence=evidence)
+    study = list(names.values())
+    conn = connect(server)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT table_schema, table_name, column_name FROM "
+                        "information_schema.columns WHERE table_schema = ANY(%s)", (study,))
+            got = {tuple(r) for r in cur.fetchall()}
+            cur.execute("SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = "
+                        "d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE "
+                        "n.nspname = ANY(%s)", (study,))
+            comments = int(cur.fetchone()[0])
+            readable = _reader_tables(cur, study)
+    finally:
+        conn.close()
+    where = f"study database {server.database}"
+    rule = ("(rule: the run role reads only the documented study tables and columns, without "
+            "comments)")
+    evidence = [f"{where}: unexpected column {'.'.join(e)} {rule}" for e in sorted(got - want)]
+    evidence += [f"{where}: {comments} comments on study tables {rule}"] if comments else []
+    return evidence + [f"{where}: the run role can read {t} {rule}" for t in readable]
 
 
-def _trap_panel(root: Storage, studies: list[str]) -> Finding:
-    traps = [TrapOutcome.model_validate(r) for r in root.read_jsonl(POOL_FILES["traps"])]
-    evidence = [f"{s}: no trap analysis" for s in studies if not any(t.study_id == s
-                                                                     for t in traps)]
-    evidence += [f"{t.study_id}: trap {t.trap} flips nothing" for t in traps if not t.flipped]
-    return Finding(check="trap_panel", passed=not evidence, severity=Severity.ERROR,
-                   rule="every study has a trap panel and each trap flips a scored field",
-                   evidence=evidence)
+def _reader_tables(cur: psycopg2.extensions.cursor, study: list[str]) -> list[str]:
+    """Tables outside the study schemas that the reader role (every run role's group) may
+    SELECT (none when the role does not exist yet: no run has been given the database)."""
+    cur.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (READER,))
+    if cur.fetchone() is None:
+        return []
+    cur.execute(
+        "SELECT n.nspname || '.' || c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = "
+        "c.relnamespace WHERE c.relkind IN ('r', 'v', 'm', 'f', 'p') AND n.nspname <> ALL(%s) "
+        "AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND "
+        "has_schema_privilege(%s, n.oid, 'USAGE') AND has_table_privilege(%s, c.oid, 'SELECT') "
+        "ORDER BY 1", (study, READER, READER))
+    return [str(r[0]) for r in cur.fetchall()]
 
 
-def _variant_panel(root: Storage) -> Finding:
-    rows = ([VariantOutcome.model_validate(r) for r in root.read_jsonl(POOL_FILES["variants"])]
-            if root.exists(POOL_FILES["variants"]) else [])
-    evidence = [f"{v.study_id}: variant {v.variant} flips {', '.join(v.flipped)}"
-                for v in rows if v.flipped]
-    return Finding(check="variant_panel", passed=bool(rows) and not evidence,
-                   severity=Severity.WARNING,
-                   rule="other valid analyses (extra covariates) agree with the gold on every "
-                        "scored field", evidence=evidence or [f"{len(rows)} variants agree"])
-
-
-def null_agent_sr(answers: list[StudyAnswers], letter: str) -> float:
-    """SR of an agent that picks ``letter`` for every MCQ and reports a null effect (ratio 1,
-    CI including 1, p = 0.5) for every revealed field."""
-    wins = 0
-    for a in answers:
-        if any(v != letter for v in a.mcq.values()):
-            continue
-        ratios = [f for f in a.fields.values() if f.type is FieldType.RATIO]
-        pvals = [f for f in a.fields.values() if f.type is FieldType.P_VALUE]
-        if all(side(a.fields[f"{f.id}_lo"].value, a.fields[f"{f.id}_hi"].value) == 0
-               for f in ratios) and all(p.value >= 0.05 for p in pvals):
-            wins += 1
-    return wins / len(answers) if answers else 0.0
-
-
-def _null_agents(answers: list[StudyAnswers]) -> Finding:
-    letters = sorted({v for a in answers for v in a.mcq.values()} | {"A"})
-    srs = {x: null_agent_sr(answers, x) for x in letters}
-    bad = [f"constant {x} + null fields: SR {v:.2f}" for x, v in srs.items() if v > NULL_SR_FLOOR]
-    return Finding(check="null_agents", passed=not bad, severity=Severity.ERROR,
-                   rule=f"constant-letter null agents reach SR <= {NULL_SR_FLOOR}",
-                   evidence=bad or [json.dumps(srs)])
-
-
-def audit_rwe_pool(pool_url: str, database_url: str) -> AuditReport:
-    """Run every RWE check on the pool at ``pool_url`` and its study database."""
+def rwe_answer_key_data(pool_url: str) -> AnswerKeyData:
+    """The study ids, every unrounded answer value, and the kit's own leak evidence (answer
+    keys in the public studies, the study database's exposure: :func:`database_leak`)."""
     root = Storage(pool_url)
     pool = load_study_pool(root)
-    m: RWEPoolManifest = pool.manifest
-    findings = [_answer_key(root, list(pool.answers.values())),
-                _database_leak(database_url, m.schemas), _trap_panel(root, m.studies),
-                _variant_panel(root), _null_agents(list(pool.answers.values()))]
-    return AuditReport(pool_url=root.root_url, pool_id=m.pool_id, version=m.version,
-                       pool_hash=m.content_hash, track=Track.RWE, created_at=datetime.now(UTC),
-                       findings=findings)
+    text = root.read_text(POOL_FILES["studies"])
+    leaks = [f"{POOL_FILES['studies']} contains {k} (rule: the public studies carry no answer, "
+             "MCQ key or value)" for k in LEAK_KEYS if k in text]
+    leaks += database_leak(checked_server(pool.manifest), pool.manifest.schemas)
+    numbers = [(f.exact, f"{POOL_FILES['answers']} {a.study_id}.{f.id}")
+               for a in pool.answers.values() for f in a.fields.values()]
+    return AnswerKeyData(case_ids=frozenset(pool.manifest.studies), numbers=numbers, leaks=leaks)

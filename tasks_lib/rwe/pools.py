@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from evaluators.rwe_answers import QuestionTree
+from evaluators.graders.rwe_answers import QuestionTree
 from tasks_lib.errors import InputDataError
 from tasks_lib.ledger import store
 from tasks_lib.rwe.questions import question_tree

@@ -1,4 +1,5 @@
-"""A study's gated question tree as the pure metric code reads it (:mod:`evaluators.rwe_answers`).
+"""A study's gated question tree as the pure metric code reads it
+(:mod:`evaluators.graders.rwe_answers`).
 
 The cards (:mod:`tasks_lib.rwe.types`) keep the public tree and the private values apart; this
 module joins them: each MCQ gates the fields of its sentence, baseline sentences are ungated, a
@@ -7,7 +8,7 @@ confidence interval is its two bound fields, p-values keep their printed form (`
 
 from __future__ import annotations
 
-from evaluators.rwe_answers import Kind, Question, QuestionTree, RawAnswer
+from evaluators.graders.rwe_answers import Kind, Question, QuestionTree, RawAnswer
 from tasks_lib.rwe.types import FieldAnswer, FieldType, PublicStudy, Sentence, StudyAnswers
 
 

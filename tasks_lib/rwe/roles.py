@@ -11,11 +11,15 @@ replication) with its own ``scratch_<id>`` schema; dropped after the run whateve
 
 from __future__ import annotations
 
+import json
 import re
 import secrets
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 from psycopg2 import sql
 from pydantic import Field
@@ -239,14 +243,27 @@ def sweep_roles(server: Server, expired_only: bool = True) -> list[str]:
     return names
 
 
+def start_guard(server: Server, role: str, owner: Owner, valid_s: float
+                ) -> subprocess.Popen[bytes]:
+    """Start the guard of ``role`` (owned by ``owner``) in the background; its process."""
+    guard = subprocess.Popen([sys.executable, "-m", "tasks_lib.rwe.guard"],
+                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True,
+                             cwd=Path(__file__).resolve().parents[2])
+    assert guard.stdin is not None
+    guard.stdin.write(json.dumps({"server": server.model_dump(mode="json"), "role": role,
+                                  "owner": owner.model_dump(mode="json"),
+                                  "valid_s": valid_s}).encode())
+    guard.stdin.close()
+    return guard
+
+
 @contextmanager
 def run_role(server: Server, run_id: str, limits: RoleLimits | None = None
              ) -> Iterator[RunRole]:
     """The run's role for the duration of the ``with`` block, dropped afterwards even when the
     block raises (a teardown failure is raised loudly: a platform bug, spec §7); a guard process
     drops it should this process die first (:mod:`tasks_lib.rwe.guard`)."""
-    from tasks_lib.rwe.guard import start_guard
-
     limits = limits or RoleLimits()
     with role_ddl(server):
         sweep_roles(server)

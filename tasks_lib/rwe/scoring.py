@@ -1,5 +1,5 @@
 """Score one RWE run from its stored submission (``answers.json`` + ``cohort.csv``), the run
-record and the pool: the metrics of :mod:`evaluators.rwe` and the cohort screening.
+record and the pool: the metrics of :mod:`evaluators.graders.rwe` and the cohort screening.
 
 The metrics need only the stored files and the pool's private answers. The id rules of the
 screening need the identifiers of the study database: they are read once per pool version from
@@ -13,13 +13,13 @@ import hashlib
 import json
 from pathlib import Path
 
-from evaluators.rwe import score_study
+from evaluators.graders.rwe import score_study
 from tasks_lib.domain import RunStatus, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.rwe.cohort_judge import CohortJudge, judge_cohort
 from tasks_lib.rwe.pools import LoadedStudy, load_study
-from tasks_lib.rwe.screening import IdIndex, Screening, rule_screen
+from tasks_lib.rwe.screening import HARD_RULES, IdIndex, Screening, rule_screen
 from tasks_lib.rwe.session import COHORT_FILE, read_record
 from tasks_lib.rwe.types import load_reference_cohort
 from tasks_lib.settings import get_settings
@@ -101,7 +101,8 @@ def score_rwe_run(run: RunRecord, submission: Path, version: str) -> ScoreCard:
     notes = screening.reasons()
     if result.hidden:
         notes.append(f"hidden by a wrong or unanswered gate (scored 0): {', '.join(result.hidden)}")
-    invalid = None
+    invalid = None if screening.valid else "invalid cohort: " + "; ".join(
+        f"{f.rule} ({f.count} row(s))" for f in screening.findings if f.rule in HARD_RULES)
     if run.status is RunStatus.INVALID:
         invalid = "isolation: " + ("; ".join(run.violations) or f"run ended {run.end}")
         metrics |= {"rwe_sr": 0.0, "rwe_sr_screened": 0.0}

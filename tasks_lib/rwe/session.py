@@ -21,7 +21,7 @@ from typing import Any
 from pydantic import Field
 
 from evaluators.core import Frozen, InvalidSubmissionError
-from evaluators.rwe_answers import QuestionTree, RawAnswer, check_answer, visible
+from evaluators.graders.rwe_answers import QuestionTree, RawAnswer, check_answer, visible
 from tasks_lib.rwe.questions import question_tree
 from tasks_lib.rwe.types import PublicStudy, StudyAnswers
 

@@ -12,16 +12,17 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from evaluators.core import InputDataError, Registry, Track
+from evaluators.core import InputDataError, Registry, Track, UnknownNameError
+from tasks_lib.audits.kit_data import AnswerKeyData
 from tasks_lib.records import RunRecord, ScoreCard
-from tasks_lib.taskspec import TaskSpec
+from tasks_lib.storage import Storage
+from tasks_lib.taskspec import TaskSpec, list_cards, load_card
 from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 if TYPE_CHECKING:
-    from tasks_lib.audits.report import AuditReport
-    from tasks_lib.domain import Tier
-    from tasks_lib.harness.cell import CellPlan
-    from tasks_lib.sandbox.base import SandboxBackend
+    from tasks_lib.audits.baselines import Baseline
+    from tasks_lib.harness.environment import Environment
+    from tasks_lib.rotation.kit import PoolRotation
 
 
 class TrackKit(ABC):
@@ -48,13 +49,24 @@ class TrackKit(ABC):
     suite: str | None = None
     baseline_kinds: tuple[str, ...] = ()
     limits: SubmissionLimits = DEFAULT_LIMITS
-    scores_own_cells: bool = False
-    """Research cells of this track are scored by :meth:`score` alone (no S1–S3 judges, no
-    evaluator sandbox; RWE)."""
-    rotation_flow: str | None = None
-    """``module:function`` of the flow ``medflows pool rotate`` runs for this track's pools,
-    called as ``(pool, size, seed, subset_id, activate)`` and returning the subset root URL
-    (one parent pool); None = the generic rotate flow (QA pools)."""
+    stage_rubric: str | None = None
+    """Stage-rubric set (``evaluators/judges/rubrics/<name>.yaml``) the S1–S3 judges grade this
+    kit's research cells with; None = no stage judges: a cell's score card is :meth:`score`'s
+    alone, keyed by :attr:`evaluator_version`."""
+    score_in_sandbox: bool = True
+    """A research cell's :meth:`score` runs in a fresh evaluator sandbox (pool and submission
+    read-only, no network); False = in the scoring process (RWE reads its study server's
+    session record)."""
+    cards_root: Path | None = None
+    """Folder holding this kit's cards (``<root>/<task_id>/task.yaml``); None = the shipped
+    ``datasets/<track>/``."""
+    suite_file: Path | None = None
+    """The Great Expectations suite file of :attr:`suite` when the kit keeps it outside
+    ``expectations/suites/`` (e.g. beside its module); None =
+    ``expectations/suites/<suite>.json``."""
+    rotation: PoolRotation
+    """How this track's pools rotate: their units and stratum fields, and how a pool-shaped
+    subset is written (the one rotate flow does the rest: :mod:`tasks_lib.rotation`)."""
 
     def check_card(self, card: TaskSpec) -> None:
         """Fail with the card and the known metrics if the card asks for one this kit lacks."""
@@ -73,9 +85,29 @@ class TrackKit(ABC):
         only our own bugs and broken pools raise.
         """
 
-    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport | None:
-        """This track's own exploit audit of the pool at ``pool_url`` (``medflows audit pool``
-        asks the kit first); None = the generic checks of :func:`tasks_lib.audit.audit_pool`."""
+    @abstractmethod
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """Write under ``out`` the baseline submissions of the pool at ``pool_url``: its null
+        agents (no submission, empty, constant answers: whatever the track has), the pool's
+        public sample submission where it publishes one, and ``perfect``; each with the audit
+        floor it must stay at or below (:mod:`tasks_lib.audits.baselines`)."""
+
+    def audit_value(self, card: ScoreCard) -> float:
+        """What the audit floors bound on a score card: the task score (None counts 0)."""
+        return float(card.task_score or 0.0)
+
+    def answer_key_data(self, pool_url: str) -> AnswerKeyData:
+        """What the answer-key search needs beyond the pool's files: the case ids of the
+        manifest's ``cases`` (kits add item texts, reference values and their own leak
+        evidence)."""
+        cases = Storage(pool_url).read_json("manifest.json").get("cases") or []
+        return AnswerKeyData(case_ids=frozenset(str(c["case_id"]) for c in cases))
+
+    def judge_answers(self, pool_url: str, answers: list[str], model: str
+                      ) -> list[float | None] | None:
+        """The values this track's answer judge gives ``answers`` to one judged item of the
+        pool (the exploit audit's injection probe; None per failed judgement); None: the
+        track judges no answer (its stage judges, if any, are :attr:`stage_rubric`'s)."""
         return None
 
     def recipe(self) -> tuple[str, str]:
@@ -84,53 +116,42 @@ class TrackKit(ABC):
         raise InputDataError(self.track.value, f"the {self.track.value} track has no scripted "
                                                "research recipe")
 
-    def research_card(self, task_id: str) -> TaskSpec | None:
-        """The card of ``task_id`` when it is a research task of this track that the harness
-        cannot find among the imaging cards (e.g. a challenge card), else None."""
-        return None
+    def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
+        """What an agent gets on ``card`` in a research cell, on the pool at ``pool_dir`` (None:
+        the newest usable pool serving the card): the public view, workspace, tools, services
+        and limits (:mod:`tasks_lib.harness.environment`); kits without research cells raise."""
+        raise InputDataError(card.task_id, f"the {self.track.value} track has no research "
+                                           "cells (its agents run through `medflows execute`)")
 
-    def cell_score(self, card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | None,
-                   pool_hash: str) -> ScoreCard | None:
-        """The product score of a research cell's submission inside the evaluator sandbox
-        (pool mounted at ``pool_dir``); None = the imaging kits' ``score_folder`` path."""
-        return None
+    def task_ids(self) -> list[str]:
+        """Ids of the tasks this kit serves: its shipped cards
+        (``<cards_root or datasets/<track>>/*/task.yaml``)."""
+        return list_cards(self.track, self.cards_root)
 
-    def finish_cell_score(self, product: ScoreCard) -> ScoreCard:
-        """Host-side additions to the product score the evaluator sandbox returned (data the
-        sandbox does not mount, e.g. a challenge's leaderboard); default: unchanged."""
-        return product
-
-    def plan_research_cell(self, agent_id: str, task_id: str, tier: Tier,
-                           backend: SandboxBackend, replicate: int, judge_model: str
-                           ) -> CellPlan | None:
-        """The plan of a research cell this kit runs itself (its own pool lookup and limits,
-        e.g. RWE: the newest published pool holding the study); None = the generic plan on the
-        task's own newest pool (:func:`tasks_lib.harness.cell.plan_cell`)."""
-        return None
-
-    def execute_research_cell(self, plan: CellPlan) -> RunRecord | None:
-        """Execute a plan from :meth:`plan_research_cell` and record its run (store + ledger);
-        None = the generic harness (:func:`tasks_lib.harness.cell.execute_cell`)."""
-        return None
+    def card(self, task_id: str) -> TaskSpec | None:
+        """The card of ``task_id`` when this kit serves it, else None."""
+        return (load_card(self.track, task_id, self.cards_root) if task_id in self.task_ids()
+                else None)
 
 
 KITS: Registry[TrackKit] = Registry("track kit")
-"""Every track's kit, keyed by track name (filled by :mod:`tasks_lib.tracks.catalog`)."""
+"""Every track's kit, keyed by track name (filled by :mod:`tasks_lib.tracks.catalog`, which the
+composition roots import once: the ``flows`` package, the evaluator sandbox's entry and the
+tests' conftest; nothing here imports it)."""
 
 
-def research_card(task_id: str) -> TaskSpec | None:
-    """The card of a research task that a kit serves beyond the imaging cards (None: none)."""
-    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit once)
-
-    for name in KITS.names():
-        card = KITS.get(name).research_card(task_id)
+def find_card(task_id: str) -> TaskSpec:
+    """The card of ``task_id``, from whichever kit serves it (every track's cards, and cards a
+    kit keeps elsewhere such as the imaging kits' ingested folders); an unknown id fails with
+    every known one."""
+    kits = [KITS.get(name) for name in KITS.names()]
+    for kit in kits:
+        card = kit.card(task_id)
         if card is not None:
             return card
-    return None
+    raise UnknownNameError("task", task_id, sorted(t for kit in kits for t in kit.task_ids()))
 
 
 def kit_for(track: Track | str) -> TrackKit:
-    """The kit of ``track`` (an unknown track fails with the known ones)."""
-    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit once)
-
+    """The kit of ``track`` (an unknown or unregistered track fails with the registered ones)."""
     return KITS.get(Track(track).value if isinstance(track, Track) else track)

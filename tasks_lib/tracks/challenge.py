@@ -12,8 +12,11 @@ from pathlib import Path
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Track
 from evaluators.metrics import METRICS
-from tasks_lib.audits.report import AuditReport
-from tasks_lib.challenge.card import list_challenges, load_challenge
+from tasks_lib.audits.baselines import Baseline
+from tasks_lib.audits.kit_data import AnswerKeyData
+from tasks_lib.challenge.card import load_challenge
+from tasks_lib.harness.environment import Environment
+from tasks_lib.imaging.rotation import CaseRotation
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.base import KITS, TrackKit
@@ -24,16 +27,25 @@ class ChallengeKit(TrackKit):
 
     track = Track.CHALLENGE
     evaluator_version = "challenge-2"
+    rotation = CaseRotation()
     supported_metrics = tuple(METRICS.names())
+    stage_rubric = "challenge"
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Graded leaderboard values, the primary one as task score, the placement (positions,
-        mean position, percentile, medal, illustrative flag) in ``groups`` and the notes."""
+        mean position, percentile, medal, illustrative flag) in ``groups`` and the notes (a
+        research cell's task score is then the percentile:
+        :func:`tasks_lib.harness.rescore.leaderboard_task_score`)."""
         from tasks_lib.challenge.cells import score_challenge
 
         pool = Path(run.pool_url.removeprefix("file://"))
         return score_challenge(load_challenge(run.task_id), pool, submission, run.run_id,
                                run.pool_hash, self.evaluator_version, self.limits)
+
+    def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
+        """A file task's: the pool's public view, a workspace whose ``submission/`` is the
+        submission, no services (:class:`tasks_lib.harness.environment.Environment`)."""
+        return Environment(card, pool_dir)
 
     def recipe(self) -> tuple[str, str]:
         """The sample submission, checked with the local metric on the validation split."""
@@ -41,38 +53,29 @@ class ChallengeKit(TrackKit):
 
         return "sample submission checked with the local metric", RECIPE
 
-    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport:
-        """The challenge checks (:func:`tasks_lib.challenge.pool.audit_challenge_pool`)."""
-        from tasks_lib.challenge.pool import audit_challenge_pool
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """No submission, the answers' layout with uninformative values, the public sample and
+        the private answers (:mod:`tasks_lib.challenge.baselines`)."""
+        from tasks_lib.audits.pool import pool_info
+        from tasks_lib.challenge.baselines import challenge_baselines
 
-        return audit_challenge_pool(pool_url)
+        return challenge_baselines(pool_info(pool_url).task_id, pool_url, out)
 
-    def research_card(self, task_id: str) -> TaskSpec | None:
+    def answer_key_data(self, pool_url: str) -> AnswerKeyData:
+        """The manifest's case ids; the validation answers and the local metric's code are
+        public by design (:data:`tasks_lib.challenge.pool.PUBLIC_BY_DESIGN`)."""
+        from tasks_lib.challenge.pool import PUBLIC_BY_DESIGN
+
+        data = super().answer_key_data(pool_url)
+        return data.model_copy(update={"public_by_design": PUBLIC_BY_DESIGN})
+
+    def audit_value(self, card: ScoreCard) -> float:
+        """The leaderboard percentile (0 = below every human entry; invalid: last)."""
+        return float(card.groups["leaderboard"]["percentile"])
+
+    def card(self, task_id: str) -> TaskSpec | None:
         """A challenge card (its pool: ``medflows pool build challenge``)."""
-        return load_challenge(task_id) if task_id in list_challenges() else None
-
-    def cell_score(self, card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | None,
-                   pool_hash: str) -> ScoreCard | None:
-        """Grade the submission against the mounted pool's private answers (placed on the
-        leaderboard by :meth:`finish_cell_score` on the host)."""
-        from tasks_lib.challenge.cells import grade_card
-
-        return grade_card(card, pool_dir, submission, run_id, pool_hash,
-                          self.evaluator_version, self.limits)
-
-    def finish_cell_score(self, product: ScoreCard) -> ScoreCard:
-        """Place the graded card on the human leaderboard (marked illustrative); the cell's
-        task score is the leaderboard percentile (0–1, higher is better, like every track's
-        task score that Overall weighs), the primary metric's value stays in ``metrics``."""
-        from tasks_lib.challenge.cells import with_placement
-
-        placed = with_placement(product)
-        percentile = placed.groups["leaderboard"]["percentile"]
-        note = (f"cell task score = leaderboard percentile {percentile:.4f} (the challenge's "
-                f"primary metric {product.primary_metric} = {product.task_score} is on its own "
-                "scale)")
-        return placed.model_copy(update={"task_score": percentile, "primary_metric": "percentile",
-                                         "notes": [*placed.notes, note]})
+        return load_challenge(task_id) if task_id in self.task_ids() else None
 
 
 KITS.add(Track.CHALLENGE.value, ChallengeKit())

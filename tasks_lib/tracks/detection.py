@@ -5,15 +5,16 @@ from __future__ import annotations
 from evaluators.core import Track
 from tasks_lib.harness import recipes
 from tasks_lib.imaging.baselines import boxes_baseline
+from tasks_lib.imaging.checks import check_boxes_case
 from tasks_lib.imaging.dataset import FolderLayout
 from tasks_lib.imaging.ingest import read_detection
 from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.registry import register
 from tasks_lib.imaging.render import render_detection
 from tasks_lib.imaging.scoring import detection_task_metrics, score_detection
 from tasks_lib.imaging.submission import measure_detection
-from tasks_lib.tracks.base import KITS
 
-KITS.add(Track.DETECTION.value, ImagingKit(
+register(ImagingKit(
     Track.DETECTION, render=render_detection, measure=measure_detection,
     case_scorer=score_detection,
     case_metrics=("map_50", "map_50_coco"), task_scorer=detection_task_metrics,
@@ -24,4 +25,5 @@ KITS.add(Track.DETECTION.value, ImagingKit(
         outputs='<case_id>.json per image: {"boxes": [[x1, y1, x2, y2], ...], "scores": [...], '
                 '"labels": [...]} in pixel coordinates (x = column, edges exclusive), one finite '
                 "score and one declared class id per box. No other files.",
-        metrics=("map_50", "map_50_coco"))))
+        metrics=("map_50", "map_50_coco")),
+    case_check=check_boxes_case))

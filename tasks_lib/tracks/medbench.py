@@ -21,13 +21,15 @@ from tasks_lib.medbench.items import (
     read_public_items,
     read_references,
 )
+from tasks_lib.medbench.rotation import MedBenchRotation
 from tasks_lib.medbench.scoring import score_predictions
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
-    from tasks_lib.audits.report import AuditReport
+    from tasks_lib.audits.baselines import Baseline
+    from tasks_lib.audits.kit_data import AnswerKeyData
 
 
 class MedBenchKit(TrackKit):
@@ -37,7 +39,7 @@ class MedBenchKit(TrackKit):
     evaluator_version = "medbench/1"
     supported_metrics = ("shuffled_accuracy", "micro_f1", "keypoint_macro_recall", "iou_set",
                          "one_minus_ned", "rubric_judge")
-    rotation_flow = "flows.medbench:rotate_medbench"
+    rotation = MedBenchRotation()
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Score the run's predictions; ``task_score`` = overall (0–100)."""
@@ -54,12 +56,26 @@ class MedBenchKit(TrackKit):
             coverage=scored.coverage, per_case=scored.per_case, notes=scored.notes,
             judge_errors=scored.judge_errors)
 
-    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport:
-        """The MedBench checks (null agents, answer key, judge injection); nothing is executed,
-        so there is no egress probe and ``sandbox`` is unused."""
-        from tasks_lib.medbench.audit import audit_medbench
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """No submission, empty answers, a constant letter and the references, with floors
+        computed from the references (:mod:`tasks_lib.medbench.baselines`)."""
+        from tasks_lib.medbench.baselines import medbench_baselines
 
-        return audit_medbench(pool_url, judge_model)
+        return medbench_baselines(pool_url, out)
+
+    def answer_key_data(self, pool_url: str) -> AnswerKeyData:
+        """Item ids, private fields in public rows, prompts stating their reference, gold-option
+        marks (:mod:`tasks_lib.medbench.audit`)."""
+        from tasks_lib.medbench.audit import medbench_answer_key_data
+
+        return medbench_answer_key_data(pool_url)
+
+    def judge_answers(self, pool_url: str, answers: list[str], model: str
+                      ) -> list[float | None] | None:
+        """The rubric judge on the pool's first open-ended item (None: no judged item)."""
+        from tasks_lib.medbench.audit import judge_open_answers
+
+        return judge_open_answers(pool_url, answers, model)
 
 
 KITS.add(Track.MEDBENCH.value, MedBenchKit())

@@ -17,7 +17,10 @@ from pydantic import ValidationError
 
 from evaluators.core import InvalidSubmissionError, Track
 from evaluators.qa import answered, exact_match
+from tasks_lib.audits.baselines import Baseline
+from tasks_lib.audits.kit_data import AnswerKeyData
 from tasks_lib.qa.pool import load_pool
+from tasks_lib.qa.rotation import QARotation
 from tasks_lib.qa.runner import QAAnswer
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.settings import get_settings
@@ -105,6 +108,21 @@ class QAKit(TrackKit):
     track = Track.QA
     evaluator_version = "qa-exact-match/2"
     supported_metrics = ("exact_match", "answered")
+    rotation = QARotation()
+
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """No submission, one constant letter per option letter (floor: chance + tolerance)
+        and the references (:mod:`tasks_lib.qa.baselines`)."""
+        from tasks_lib.qa.baselines import qa_baselines
+
+        return qa_baselines(pool_url, out)
+
+    def answer_key_data(self, pool_url: str) -> AnswerKeyData:
+        """Item ids and texts, items stating their answer, gold-option marks
+        (:mod:`tasks_lib.qa.audit`)."""
+        from tasks_lib.qa.audit import qa_answer_key_data
+
+        return qa_answer_key_data(pool_url)
 
     def card_metrics(self, datasets: list[str]) -> list[str]:
         """Metrics the pool's dataset cards list, in first-seen order (primary first)."""

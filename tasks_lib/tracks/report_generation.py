@@ -9,12 +9,12 @@ from tasks_lib.imaging.baselines import reports_baseline
 from tasks_lib.imaging.dataset import FolderLayout
 from tasks_lib.imaging.ingest import read_reports
 from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.registry import register
 from tasks_lib.imaging.render import render_reports
 from tasks_lib.imaging.scoring import report_task_metrics, score_reports
 from tasks_lib.imaging.submission import measure_reports
-from tasks_lib.tracks.base import KITS
 
-KITS.add(Track.REPORT_GENERATION.value, ImagingKit(
+register(ImagingKit(
     Track.REPORT_GENERATION, render=render_reports, measure=measure_reports,
     case_scorer=score_reports,
     case_metrics=("report_score", "bleu", "meteor", "rouge_l", "finding_f1"),

@@ -1,9 +1,9 @@
 """The RWE kit (RWE-bench): a run's submission (answers + cohort audit table + steps) scored
 into ACC, RAR, SMR, SR, CR, Steps and the cohort screening (:mod:`tasks_lib.rwe.scoring`).
 
-RWE research cells are scored by this kit alone (``scores_own_cells``): no S1–S3 judges and no
-evaluator sandbox (the scoring reads only the stored session record, the cohort file and the
-pool's private answers).
+RWE research cells are scored by this kit alone (no ``stage_rubric``: no S1–S3 judges) in the
+scoring process (``score_in_sandbox`` off: the scoring reads only the stored session record, the
+cohort file and the pool's private answers).
 """
 
 from __future__ import annotations
@@ -14,14 +14,14 @@ from typing import TYPE_CHECKING
 import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Track
 from tasks_lib.records import RunRecord, ScoreCard
+from tasks_lib.rwe.rotation import StudyRotation
 from tasks_lib.sweep import SERVICE_SWEEPS
 from tasks_lib.tracks.base import KITS, TrackKit
 
 if TYPE_CHECKING:
-    from tasks_lib.audits.report import AuditReport
-    from tasks_lib.domain import Tier
-    from tasks_lib.harness.cell import CellPlan
-    from tasks_lib.sandbox.base import SandboxBackend
+    from tasks_lib.audits.baselines import Baseline
+    from tasks_lib.audits.kit_data import AnswerKeyData
+    from tasks_lib.harness.environment import Environment
     from tasks_lib.taskspec import TaskSpec
 
 
@@ -38,63 +38,46 @@ class RweKit(TrackKit):
     """Observational studies on a database."""
 
     track = Track.RWE
-    evaluator_version = "rwe-1"
+    evaluator_version = "rwe-2"
+    rotation = StudyRotation()
     supported_metrics = ("rwe_acc", "rwe_rar", "rwe_smr", "rwe_sr", "rwe_cr")
-    scores_own_cells = True
+    score_in_sandbox = False
     baseline_kinds = ("perfect", "empty", "constant")
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
-        """Metrics and screening of one run (see :func:`tasks_lib.rwe.scoring.score_rwe_run`)."""
+        """Metrics and screening of one run (see :func:`tasks_lib.rwe.scoring.score_rwe_run`);
+        a submission for the whole pool (the audit's baselines: the run names the pool) is
+        scored study by study (:func:`tasks_lib.rwe.pool_audit.score_pool_submission`)."""
+        from tasks_lib.rwe.pool_audit import is_pool_submission, score_pool_submission
         from tasks_lib.rwe.scoring import score_rwe_run
 
+        if is_pool_submission(run):
+            return score_pool_submission(run, submission, self.evaluator_version)
         return score_rwe_run(run, submission, self.evaluator_version)
 
-    def audit(self, pool_url: str, judge_model: str, sandbox: bool) -> AuditReport:
-        """The RWE exploit audit (answer key, database leak, trap/variant panels, null agents)
-        on the pool and its own database on the study server (checked to hold the manifest's
-        EHR first). Nothing is executed and no judge is asked: ``judge_model`` and ``sandbox``
-        are unused."""
-        from tasks_lib.rwe.cluster import check_study_database, study_server
-        from tasks_lib.rwe.pool_audit import audit_rwe_pool
-        from tasks_lib.rwe.types import load_study_pool
-        from tasks_lib.storage import Storage
+    def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
+        """No submission, an empty session, one constant letter (null effects) per option letter
+        and the references, each one pool-level submission (a folder per study), held to the
+        ``rwe`` floors (:func:`tasks_lib.rwe.pool_audit.rwe_baselines`)."""
+        from tasks_lib.rwe.pool_audit import rwe_baselines
 
-        m = load_study_pool(Storage(pool_url), private=False).manifest
-        server = study_server().model_copy(update={"database": m.database})
-        check_study_database(server, list(m.schemas.model_dump().values()), m.ehr_hash)
-        return audit_rwe_pool(pool_url, server.url())
+        return rwe_baselines(pool_url, out)
 
-    def research_card(self, task_id: str) -> TaskSpec | None:
-        """The study card of an RWE study id (``datasets/rwe/<id>/task.yaml``), else None."""
-        from tasks_lib.rwe.pools import is_rwe_study
-        from tasks_lib.taskspec import load_card
+    def answer_key_data(self, pool_url: str) -> AnswerKeyData:
+        """Study ids, unrounded answer values, answer keys in the public studies and the study
+        database's exposure to the run role (:func:`tasks_lib.rwe.pool_audit.
+        rwe_answer_key_data`; the database is checked to hold the manifest's EHR)."""
+        from tasks_lib.rwe.pool_audit import rwe_answer_key_data
 
-        return load_card(Track.RWE, task_id) if is_rwe_study(task_id) else None
+        return rwe_answer_key_data(pool_url)
 
-    def plan_research_cell(self, agent_id: str, task_id: str, tier: Tier,
-                           backend: SandboxBackend, replicate: int, judge_model: str
-                           ) -> CellPlan | None:
-        """An RWE cell on the newest published RWE pool holding the study (the study's limits:
-        spec §4); None when ``task_id`` is not an RWE study."""
-        from tasks_lib.harness.cell import local_root
-        from tasks_lib.rwe.cell import plan_rwe_cell
-        from tasks_lib.rwe.pools import find_pool, is_rwe_study
-        from tasks_lib.storage import Storage
+    def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
+        """The study on the newest published RWE pool holding it (or ``pool_dir``), its limits
+        (spec §4), the study database's per-run role and watchdog, ``submit_answers``
+        (:class:`tasks_lib.rwe.cell.RweEnvironment`)."""
+        from tasks_lib.rwe.cell import RweEnvironment
 
-        if not is_rwe_study(task_id):
-            return None
-        pool_dir = local_root(Storage(find_pool(task_id)))
-        return plan_rwe_cell(agent_id, task_id, tier, backend, replicate, pool_dir, judge_model)
-
-    def execute_research_cell(self, plan: CellPlan) -> RunRecord:
-        """Run a planned RWE cell (its own database role, ``submit_answers``) on the plan's
-        pool and record the run."""
-        from tasks_lib.rwe.pools import load_study
-        from tasks_lib.rwe.steps import run_rwe_plan
-        from tasks_lib.storage import Storage
-
-        loaded = load_study(plan.task_id, Storage(str(plan.pool_dir)).root_url)
-        return run_rwe_plan(plan, loaded)
+        return RweEnvironment(card, pool_dir)
 
 
 KITS.add(Track.RWE.value, RweKit())

@@ -8,16 +8,17 @@ from pathlib import Path
 from evaluators.core import Track
 from tasks_lib.harness import recipes
 from tasks_lib.imaging.baselines import label_map_baseline
+from tasks_lib.imaging.checks import check_label_map_case
 from tasks_lib.imaging.dataset import FolderLayout
 from tasks_lib.imaging.ingest import read_segmentation
 from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.registry import register
 from tasks_lib.imaging.render import render_segmentation
-from tasks_lib.imaging.scoring import score_segmentation
+from tasks_lib.imaging.sharding import score_segmentation
 from tasks_lib.imaging.submission import measure_segmentation
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.records import CaseScore
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.base import KITS
 
 
 class SegmentationKit(ImagingKit):
@@ -46,7 +47,7 @@ class SegmentationKit(ImagingKit):
         return None, []
 
 
-KITS.add(Track.SEGMENTATION.value, SegmentationKit(
+register(SegmentationKit(
     Track.SEGMENTATION, render=render_segmentation, measure=measure_segmentation,
     case_scorer=score_segmentation,
     case_metrics=("dice_macro", "hd95", "masd"), baseline=label_map_baseline,
@@ -57,4 +58,5 @@ KITS.add(Track.SEGMENTATION.value, SegmentationKit(
                "volumes); its affine gives the voxel spacing in mm",
         outputs="<case_id>.nii.gz per case: integer label map on the input's grid (same shape), "
                 "values 0 (background) or one of the declared labels. No other files.",
-        metrics=("dice_macro", "hd95"), label_maps=True)))
+        metrics=("dice_macro", "hd95"), label_maps=True),
+    case_check=check_label_map_case))

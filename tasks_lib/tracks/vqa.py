@@ -8,12 +8,12 @@ from tasks_lib.imaging.baselines import answers_baseline
 from tasks_lib.imaging.dataset import FolderLayout
 from tasks_lib.imaging.ingest import read_vqa
 from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.registry import register
 from tasks_lib.imaging.render import render_vqa
 from tasks_lib.imaging.scoring import score_vqa
 from tasks_lib.imaging.submission import measure_answers
-from tasks_lib.tracks.base import KITS
 
-KITS.add(Track.VQA.value, ImagingKit(
+register(ImagingKit(
     Track.VQA, render=render_vqa, measure=measure_answers,
     case_scorer=score_vqa, case_metrics=("vqa_exact_match",),
     baseline=answers_baseline, method="majority answers per question type",

@@ -7,14 +7,14 @@ import pytest
 from skimage import data
 
 import evaluators.catalog  # noqa: F401
-from evaluators.challenge_metrics import (
+from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
+from evaluators.graders.challenge_metrics import (
     abs_volume_diff,
     lesion_count_diff,
     lesion_f1,
     puma_micro_dice,
     variant_balanced_accuracy,
 )
-from evaluators.correlation import krocc, ldct_iqa_score, plcc, srocc
 from evaluators.instance import instance_f1, iou_matrix
 from evaluators.metrics import METRICS, Direction
 from evaluators.similarity import lncc
@@ -275,7 +275,7 @@ def test_variant_balanced_accuracy_official() -> None:
 # --- TopCoW task 2: official boundary IoU of boxes ---------------------------------------------
 
 def test_box_iou_and_boundary_iou_by_hand() -> None:
-    from evaluators.cow_boxes import box_boundary_iou
+    from evaluators.graders.topcow_boxes import box_boundary_iou
 
     a = {"size": [4, 4, 4], "location": [0, 0, 0]}
     b = {"size": [4, 4, 4], "location": [2, 0, 0]}
@@ -291,7 +291,7 @@ def test_box_iou_and_boundary_iou_by_hand() -> None:
 
 def test_box_needs_size_and_location() -> None:
     from evaluators.core import InvalidSubmissionError
-    from evaluators.cow_boxes import box_boundary_iou
+    from evaluators.graders.topcow_boxes import box_boundary_iou
 
     with pytest.raises(InvalidSubmissionError, match="size"):
         box_boundary_iou({"location": [0, 0, 0]}, {"size": [1, 1, 1], "location": [0, 0, 0]})
@@ -308,7 +308,7 @@ def _nucleus(name: str, x: int, y: int, score: float = 1.0) -> dict[str, object]
 
 
 def test_puma_distance_rule_strict_vs_inclusive() -> None:
-    from evaluators.nuclei import puma_nuclei_f1
+    from evaluators.graders.nuclei import puma_nuclei_f1
 
     ref = {"polygons": [_nucleus("tumor", 50, 50)]}
     pred = {"polygons": [_nucleus("tumor", 59, 62)]}  # exactly 15 px away
@@ -320,7 +320,7 @@ def test_puma_distance_rule_strict_vs_inclusive() -> None:
 
 
 def test_puma_track1_counts_absent_classes_as_zero_track2_skips_them() -> None:
-    from evaluators.nuclei import puma_nuclei_f1
+    from evaluators.graders.nuclei import puma_nuclei_f1
 
     ref = {"polygons": [_nucleus("tumor", 10, 10), _nucleus("tumor", 40, 40)]}
     pred = {"polygons": [_nucleus("Tumour", 11, 10), _nucleus("other", 80, 80)]}
@@ -336,7 +336,7 @@ def test_puma_track1_counts_absent_classes_as_zero_track2_skips_them() -> None:
 
 
 def test_puma_greedy_match_prefers_score_then_distance() -> None:
-    from evaluators.nuclei import puma_nuclei_f1
+    from evaluators.graders.nuclei import puma_nuclei_f1
 
     ref = {"polygons": [_nucleus("tumor", 10, 10), _nucleus("tumor", 20, 10)]}
     # the confident far prediction takes the first reference; the near one then matches the second
@@ -348,7 +348,7 @@ def test_puma_greedy_match_prefers_score_then_distance() -> None:
 # --- DENTEX: the corner heuristic -------------------------------------------------------------
 
 def test_dentex_xyxy_heuristic() -> None:
-    from evaluators.dentex import xywh
+    from evaluators.graders.dentex import xywh
 
     assert xywh([100, 100, 140, 180]) == [100, 100, 40, 80]   # corners: height 80 > 50
     assert xywh([100, 100, 40, 80]) == [100, 100, 40, 80]     # genuine xywh left alone
@@ -357,7 +357,7 @@ def test_dentex_xyxy_heuristic() -> None:
 
 
 def test_dentex_perfect_and_empty() -> None:
-    from evaluators.dentex import coco_stats
+    from evaluators.graders.dentex import coco_stats
 
     ref = {"images": [{"id": 1}], "annotations": [
         {"id": 1, "bbox": [10, 10, 20, 20], "area": 400, "category_id_1": 1,
@@ -383,7 +383,7 @@ def _labels() -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_class_dice_reference_vs_union_label_sets() -> None:
-    from evaluators.vessels import class_dice
+    from evaluators.graders.vessels import class_dice
 
     pred, ref = _labels()
     # TopCoW: reference labels {1, 2}: (1 + 0) / 2 (epsilon 1e-7 in the denominator)
@@ -396,7 +396,7 @@ def test_class_dice_reference_vs_union_label_sets() -> None:
 
 
 def test_neighbor_error_counts_disallowed_neighbours() -> None:
-    from evaluators.vessels import neighbor_error, neighbours
+    from evaluators.graders.vessels import neighbor_error, neighbours
 
     pred, ref = _labels()
     assert neighbours(pred) == {1: {3}, 3: {1}}
@@ -406,7 +406,7 @@ def test_neighbor_error_counts_disallowed_neighbours() -> None:
 
 
 def test_detection_f1_and_region_match_are_pooled_over_cases() -> None:
-    from evaluators.vessels import label_detection_f1, region_match_rate
+    from evaluators.graders.vessels import label_detection_f1, region_match_rate
 
     pred, ref = _labels()
     # case 1: label 1 TP, 2 FN, 3 FP; case 2 (perfect): 1 TP, 2 TP, 3 TN
@@ -417,7 +417,7 @@ def test_detection_f1_and_region_match_are_pooled_over_cases() -> None:
 
 
 def test_class_hd95_is_directed_and_bounded() -> None:
-    from evaluators.vessels import class_hd95
+    from evaluators.graders.vessels import class_hd95
 
     ref = np.zeros((12, 3, 3), dtype=np.int64)
     ref[0:2, 1, 1] = 1
@@ -433,7 +433,7 @@ def test_class_hd95_is_directed_and_bounded() -> None:
 # --- SEG.A. and PANTHER ------------------------------------------------------------------------
 
 def test_seg_a_hd_voxel_units_and_empty_rules() -> None:
-    from evaluators.aorta import seg_a_hd
+    from evaluators.graders.aorta import seg_a_hd
 
     ref = np.zeros((10, 4, 4), dtype=np.uint8)
     ref[1, 1, 1] = 1
@@ -447,7 +447,7 @@ def test_seg_a_hd_voxel_units_and_empty_rules() -> None:
 
 def test_panther_binarise_and_uniform_prediction() -> None:
     from evaluators.core import InvalidSubmissionError
-    from evaluators.panther import binarise, panther_dice, panther_hd95, volume_error
+    from evaluators.graders.panther import binarise, panther_dice, panther_hd95, volume_error
 
     ref = np.zeros((4, 4, 4), dtype=np.uint8)
     ref[1:3, 1:3, 1:3] = 1

@@ -11,6 +11,7 @@ from evaluators.judges.medbench_calibration import (
     Aggregation,
     agreement,
     human_label,
+    judge_label,
     round_half_down,
     status,
 )
@@ -54,3 +55,8 @@ def test_human_label(scores: list[int], rule: Aggregation, label: int) -> None:
 
 def test_round_half_down() -> None:
     assert [round_half_down(x) for x in (2.5, 2.51, 3.0, 0.5)] == [2, 3, 3, 0]
+
+
+def test_judge_label_rounds_five_times_the_score_half_up() -> None:
+    # 0.7 · 5 = 3.5 → 4 and 0.1 · 5 = 0.5 → 1 (Python's round() would give 4 and 0)
+    assert [judge_label(s) for s in (0.0, 0.1, 0.3, 0.5, 0.7, 0.69, 1.0)] == [0, 1, 2, 3, 4, 3, 5]

@@ -6,10 +6,10 @@ import math
 
 import pytest
 
-from evaluators.medbench import (
+from evaluators.detection import box_iou
+from evaluators.graders.medbench import (
     acc_all_variants,
     aggregate,
-    box_iou,
     iou_set,
     keypoint_macro_recall,
     keypoint_recall,

@@ -8,8 +8,7 @@ import numpy as np
 import pytest
 
 from evaluators.core import InvalidSubmissionError
-from evaluators.metrics import METRICS
-from evaluators.rwe import (
+from evaluators.graders.rwe import (
     Estimate,
     cardinality_bins,
     hard_subset,
@@ -20,7 +19,8 @@ from evaluators.rwe import (
     score_study,
     significance_match,
 )
-from evaluators.rwe_answers import Kind, Question, QuestionTree, check_answer, visible
+from evaluators.graders.rwe_answers import Kind, Question, QuestionTree, check_answer, visible
+from evaluators.metrics import METRICS
 
 
 def q(qid: str, kind: Kind, answer: object, gate: str | None = None,

@@ -21,6 +21,12 @@ def test_box_iou() -> None:
     assert box_iou([0, 0, 2, 2], [1, 1, 3, 3]) == pytest.approx(1 / 7)
     assert box_iou([0, 0, 1, 1], [2, 2, 3, 3]) == 0.0
     assert box_iou([0, 0, 4, 2], [0, 0, 4, 2]) == 1.0
+    # continuous coordinates: touching boxes share no area (no pixel-inclusive + 1)
+    assert box_iou([0, 0, 2, 2], [2, 0, 4, 2]) == 0.0
+    # a degenerate or inverted box overlaps nothing, even a box covering it
+    assert box_iou([3, 0, 1, 2], [0, 0, 4, 2]) == 0.0
+    assert box_iou([1, 1, 1, 3], [0, 0, 4, 4]) == 0.0
+    assert box_iou([1, 1, 1, 1], [1, 1, 1, 1]) == 0.0
 
 
 def test_map_50_hand_case() -> None:

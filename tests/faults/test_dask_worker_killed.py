@@ -21,8 +21,7 @@ def test_killed_worker_changes_nothing(tmp_path: Path) -> None:
     from support.imaging_pools import build_pool
 
     from tasks_lib.imaging.baselines import BaselineKind, write_baseline
-    from tasks_lib.imaging.scoring import score_segmentation
-    from tasks_lib.imaging.sharding import score_segmentation_dask
+    from tasks_lib.imaging.sharding import score_segmentation, score_segmentation_dask
     from tasks_lib.storage import Storage
 
     url, m = build_pool("brain-tissue-seg", tmp_path / "pools")

@@ -22,6 +22,7 @@ def test_execute_score_report_on_the_active_subset(tmp_path: Path) -> None:
     from flows.score import score_runs
     from tasks_lib.report import leaderboard, scored_runs
     from tasks_lib.scoring import select_runs
+    from tasks_lib.storage import Storage
 
     construct_qa(pool_id="active-parent", datasets=["medqa", "pubmedqa"], source=str(QA_SOURCE),
                  models=HARD_MODELS, per_dataset=8, meld=False, auto_approve=True,
@@ -37,3 +38,7 @@ def test_execute_score_report_on_the_active_subset(tmp_path: Path) -> None:
     assert files.markdown.endswith(f"active-test-v{subset.version}/leaderboard.md")
     rows = leaderboard(scored_runs(select_runs(pool="active:active-test")))
     assert [r.agent_id for r in rows] == ["replay:gpt-4o@zero_shot"]
+    assert rows[0].rank == 1 and rows[0].pareto and rows[0].primary_metric in rows[0].metrics
+    assert rows[0].per_group and set(rows[0].per_group) <= {"medqa", "pubmedqa"}
+    table = Storage(files.markdown.rsplit("/", 1)[0]).read_text("leaderboard.md")
+    assert f"| {rows[0].primary_metric} |" in table and "macro acc" not in table

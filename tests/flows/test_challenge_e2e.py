@@ -49,9 +49,10 @@ def test_scripted_agent_on_a_challenge_ends_graded_and_placed() -> None:
 
     report = run_cell(agent_id="scripted-baseline", task_id=CHALLENGE, tier="lite")
     assert report.status.value == "completed" and report.violations == []
-    expected = _official(pool / "public" / "sample_submission" / "submission.csv",
-                         pool / "private" / "test_labels.csv")
-    assert report.metrics == {"score": pytest.approx(expected, abs=1e-9)}
+    # The public sample is a format example (quality_score 0 everywhere): correlations of a
+    # constant are undefined and graded 0, below every human entry.
+    expected = 0.0
+    assert report.metrics == {"score": expected}
     assert report.stages.s4 == report.stages.s5 == 1.0
     assert report.stages.s1 is not None and report.overall is not None
 

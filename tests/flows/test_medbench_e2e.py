@@ -59,6 +59,8 @@ def test_bank_rotate_api_score_calibrate_report(tmp_path: Path) -> None:
     from tasks_lib.medbench.calibration import calibrate, export_ratings
     from tasks_lib.medbench.items import read_manifest
     from tasks_lib.medbench.report import build_report, to_markdown
+    from tasks_lib.report import leaderboard, scored_runs
+    from tasks_lib.scoring import select_runs
     from tasks_lib.storage import Storage
 
     pool_url = construct_medbench("mb-e2e", TASKS, str(tmp_path / "pool"))
@@ -127,6 +129,11 @@ def test_bank_rotate_api_score_calibrate_report(tmp_path: Path) -> None:
     assert set(top.tracks) == {"llm", "multimodal"}
     assert report.agents[1].overall.sd is None  # one replicate
     assert "*/*" in report.kappa and "medqa-open" in report.uncalibrated_tasks
+    board = leaderboard(scored_runs(select_runs(pool="active:mb-e2e-rot")))
+    oracle = next(r for r in board if r.agent_id == "openai-oracle@medbench")
+    assert oracle.rank == 1 and oracle.primary_metric == "overall" and oracle.n_replicates == 3
+    assert oracle.metrics["overall"].mean == pytest.approx(100.0)  # the card's own names
+    assert {f"dimension/{d}" for d in DIMS} <= set(oracle.metrics)
     text = Storage(md_url.rsplit("/", 1)[0]).read_text("report.md")
     assert text == to_markdown(report)
     for part in ("| 1 | openai-oracle@medbench | 100.0 ± 0.0 | 100.0 ± 0.0 | 100.0 ± 0.0 |",

@@ -53,7 +53,7 @@ def test_construct_execute_score_report() -> None:
     assert leftover_roles(e2e) == []
 
     again = score_run(honest["run_id"])  # append-only: the stored card comes back
-    assert again.evaluator_version == honest["evaluator_version"] == "rwe-1"
+    assert again.evaluator_version == honest["evaluator_version"] == "rwe-2"
     assert again.metrics == honest["metrics"]
 
     # medflows run matrix plans RWE cells through the kit (newest pool holding the study)
@@ -72,7 +72,15 @@ def test_construct_execute_score_report() -> None:
     rows = {r["agent_id"]: r for r in report["rows"]}
     assert rows["rwe-honest"]["values"]["SR"]["mean"] == 100.0
     assert rows["rwe-honest"]["values"]["Steps"]["mean"] == 4.0
-    assert rows["rwe-fabricate"]["values"]["SR_screened"]["mean"] == 0.0
+    assert rows["rwe-honest"]["rank"] == 1
+    fabricated = rows["rwe-fabricate"]  # invalid: shown with its reason, credited nothing
+    assert fabricated["rank"] is None and "fabricated_ids" in fabricated["unranked_reason"]
+    assert all(v["mean"] is None for v in fabricated["values"].values())
     board = _cli("report", "--task", STUDY, "--json")
     assert isinstance(board, dict)
-    assert {r["agent_id"] for r in board["rows"]} >= {"rwe-honest", "rwe-fabricate"}
+    agents = {r["agent_id"]: r for r in board["rows"]}
+    assert agents["rwe-honest"]["rank"] == 1 and agents["rwe-honest"]["pareto"]
+    assert agents["rwe-honest"]["primary_metric"] == "rwe_sr"
+    assert agents["rwe-honest"]["metrics"]["rwe_acc"]["mean"] == 1.0
+    assert agents["rwe-fabricate"]["rank"] is None and not agents["rwe-fabricate"]["pareto"]
+    assert agents["rwe-fabricate"]["metrics"] == {}

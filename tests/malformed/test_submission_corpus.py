@@ -38,8 +38,8 @@ from support.memory import PEAK_SNIPPET
 from evaluators.core import RunStatus, Track
 from tasks_lib.agents import replay_agent
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
-from tasks_lib.imaging.kit import imaging_kit
 from tasks_lib.imaging.pool import load_task
+from tasks_lib.imaging.registry import imaging_kit
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
@@ -169,8 +169,8 @@ def qa(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, list[dict[s
 
     from tasks_lib.pricing import price_snapshot
     from tasks_lib.qa import steps
+    from tasks_lib.qa.ingest import default_source
     from tasks_lib.qa.pool import load_pool
-    from tasks_lib.qa.replay_report import default_source
     from tasks_lib.qa.review import auto_record
     from tasks_lib.qa.runner import replay
     from tasks_lib.storage import Storage
@@ -325,8 +325,9 @@ CHILD = textwrap.dedent("""
     import json, sys
     from pathlib import Path
     jobs = json.loads(sys.argv[1])
-    from tasks_lib.imaging.kit import imaging_kit
+    from tasks_lib.imaging.registry import imaging_kit
     from tasks_lib.imaging.pool import load_task
+    from tasks_lib.tracks import catalog  # the child's composition root: every kit registered
     from tasks_lib.tracks.base import kit_for
     from tasks_lib.records import RunRecord
     from tasks_lib.uploads import copy_submission, submission_digest

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from support.audited import record_override
 from tasks_lib.imaging import steps
-from tasks_lib.imaging.kit import imaging_kit
 from tasks_lib.imaging.pool import load_task
+from tasks_lib.imaging.registry import imaging_kit
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.records import ScoreCard
 

@@ -135,18 +135,28 @@ def secret_strings() -> list[str]:
 
 
 def activate_subset_of(pool_url: str, subset_id: str, size: int = 5, seed: int = 1) -> str:
-    """Ledger the hand-written pool, rotate a subset of it with the MedBench rotation and make
-    that version active (so ``active:<subset_id>`` names it); returns the subset's root URL."""
+    """Ledger the hand-written pool, rotate a subset of it with the rotate flow's steps and
+    make that version active (so ``active:<subset_id>`` names it); returns the subset's root URL."""
     from tasks_lib.ledger import store
     from tasks_lib.ledger.tables import PoolRow
     from tasks_lib.medbench.items import read_manifest
-    from tasks_lib.medbench.rotation import rotate
-    from tasks_lib.rotation import activate_subset
+    from tasks_lib.rotation.subsets import (
+        activate_subset,
+        draw_subset,
+        publish_subset,
+        resolve_parents,
+        strata_fields,
+    )
+    from tasks_lib.rotation.types import SubsetRequest
 
     m = read_manifest(pool_url)
     store.record_pool(PoolRow(pool_id=m.pool_id, version=m.version, track="medbench",
                               content_hash=m.content_hash, manifest_url=f"{pool_url}/{MANIFEST}",
                               n_items=m.n_items))
-    subset = rotate(f"{m.pool_id}@v{m.version}", size, seed, subset_id)
+    parents = resolve_parents.fn([f"{m.pool_id}@v{m.version}"])  # the rotate flow's steps,
+    fields = strata_fields(parents.track, None)  # without a Prefect server
+    request = SubsetRequest(subset_id=subset_id, seed=seed, size=size, stratify_by=fields,
+                            parents=parents.pools)
+    subset = publish_subset.fn(parents, request, draw_subset.fn(parents, fields, size, seed))
     activate_subset.fn(subset)
     return subset.url

@@ -64,7 +64,7 @@ def publish_test_pool(pool_id: str, per_dataset: dict[str, int]) -> PublishedPoo
         entries[ds] = DatasetEntry(n_items=n, realidx=[it.realidx for it in chosen],
                                    n_ingested=n, n_rejected=0, n_hard=n, n_withheld=0)
     digest = content_hash(items)
-    version = store.next_pool_version(pool_id)
+    version = store.reserve_pool_version(pool_id, digest)
     root = Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     root.write_jsonl(FILES["public_items"], [public_view(it) for it in items])
     root.write_jsonl(FILES["exemplars"], [])

@@ -245,8 +245,9 @@ MEDBENCH_TASKS = ["medqa-choice", "medqa-open", "dicom-string", "lesion-boxes", 
 
 
 def test_medbench_pool_is_audited_by_its_kit(tmp_path: Path) -> None:
-    """`audit pool` on a built MedBench pool asks the MedBench kit (TrackKit.audit): its three
-    checks, clean; a reference file copied into public/ is named (exit 1)."""
+    """`audit pool` on a built MedBench pool runs the five checks with the MedBench kit's
+    baselines, answer-key data and rubric judge, clean; a reference file copied into public/
+    is named (exit 1)."""
     from flows.cli import audit as _cli  # noqa: F401  (registers the command)
     from flows.cli.groups import app
     from tasks_lib.medbench.pool import build_task, publish
@@ -256,8 +257,10 @@ def test_medbench_pool_is_audited_by_its_kit(tmp_path: Path) -> None:
     report = audit_pool(url, judge_model="rules", sandbox=False)
     assert report.clean, report.to_json()
     assert report.track.value == "medbench" and report.pool_id == "mb-audit"
-    assert [f.check for f in report.findings] == ["null_agents", "answer_key", "judge_injection"]
-    assert _finding(report, "judge_injection").severity is Severity.ERROR  # open items judged
+    assert [f.check for f in report.findings] == list(CHECKS)
+    injection = _finding(report, "judge_injection")
+    assert injection.severity is Severity.ERROR  # open items judged
+    assert "the kit's answer judge value" in injection.rule
 
     args = ["--json", "--no-sandbox", "--judge-model", "rules"]
     ok = CliRunner().invoke(app, ["audit", "pool", url, *args])
@@ -267,7 +270,9 @@ def test_medbench_pool_is_audited_by_its_kit(tmp_path: Path) -> None:
     bad = CliRunner().invoke(app, ["audit", "pool", url, *args])
     assert bad.exit_code == 1
     leak = next(f for f in _strict(bad.stdout)["findings"] if f["check"] == "answer_key")
-    assert leak["evidence"] == ["public/copy.jsonl: byte-identical to a private file"]
+    assert leak["evidence"] == ["public/copy.jsonl: byte-identical to the reference "
+                                "private/references.jsonl (rule: no private file in the public "
+                                "view)"]
 
 
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")

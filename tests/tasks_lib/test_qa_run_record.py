@@ -20,7 +20,7 @@ pytestmark = pytest.mark.usefixtures("prefect_harness")
 
 def _pool(tmp_path: Path) -> tuple[str, str]:
     from tasks_lib.qa import steps
-    from tasks_lib.qa.replay_report import default_source
+    from tasks_lib.qa.ingest import default_source
     from tasks_lib.qa.review import auto_record
 
     src = steps.resolve_card.fn("medqa", default_source())

@@ -17,7 +17,8 @@ from evaluators.core import RunStatus, Track
 from expectations import suite_json
 from tasks_lib.agents import replay_agent
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
-from tasks_lib.imaging.kit import ImagingKit, imaging_kit, imaging_tracks
+from tasks_lib.imaging.kit import ImagingKit
+from tasks_lib.imaging.registry import imaging_kit, imaging_tracks
 from tasks_lib.records import RunRecord
 from tasks_lib.settings import get_settings, reset_settings
 from tasks_lib.taskspec import TaskSpec, all_card_files, load_card_file
@@ -81,7 +82,7 @@ def qa_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[RunRecord, Path]:
     """A tiny pool over every QA dataset card and a replay submission on it (no Prefect)."""
     from tasks_lib.pricing import price_snapshot
     from tasks_lib.qa import steps
-    from tasks_lib.qa.replay_report import default_source
+    from tasks_lib.qa.ingest import default_source
     from tasks_lib.qa.review import auto_record
     from tasks_lib.qa.runner import replay
     from tasks_lib.storage import Storage

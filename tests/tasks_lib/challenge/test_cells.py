@@ -83,15 +83,19 @@ def test_local_metric_grades_validation_and_never_opens_private(pool: Path,
     assert not [p for p in opened if str(pool) in p or "/private" in p]
 
 
-def test_cell_score_places_on_the_leaderboard(pool: Path, tmp_path: Path) -> None:
+def test_challenge_score_places_on_the_leaderboard(pool: Path, tmp_path: Path) -> None:
     from tasks_lib.challenge.card import load_challenge
     from tasks_lib.challenge.cells import MEDAL_CODE, medal_thresholds, score_challenge
 
     card = load_challenge(CHALLENGE)
-    sample = pool / "public" / "sample_submission"
+    answers = pd.read_csv(pool / "private" / "test_labels.csv")
+    sample = tmp_path / "noisy"  # the answers with a fixed perturbation (the public sample is
+    sample.mkdir()               # a format example of uninformative values)
+    noisy = answers.assign(quality_score=answers["quality_score"]
+                           + [0.9, -0.7, 0.4, -0.2, 0.8, -0.9, 0.3, -0.5][:len(answers)])
+    noisy.to_csv(sample / "submission.csv", index=False)
     scored = score_challenge(card, pool, sample, "r1", "h", "challenge-2")
-    expected = _official(pd.read_csv(sample / "submission.csv"),
-                         pd.read_csv(pool / "private" / "test_labels.csv"))
+    expected = _official(noisy, answers)
     assert scored.task_score == pytest.approx(expected, abs=1e-9)
     # Hand-placed among the 6 human scores (2.7427 … 2.5671, higher is better).
     humans = [2.7427, 2.6843, 2.6719, 2.655, 2.6202, 2.5671]
@@ -119,27 +123,28 @@ def test_cell_score_places_on_the_leaderboard(pool: Path, tmp_path: Path) -> Non
 
 
 def test_audit_is_clean_and_catches_a_leak(pool: Path, tmp_path: Path) -> None:
-    from tasks_lib.challenge.pool import audit_challenge_pool
+    from tasks_lib.audit import audit_pool
 
-    report = audit_challenge_pool(str(pool))
+    report = audit_pool(str(pool), judge_model="rules", sandbox=False)
     checks = {f.check: f for f in report.findings}
     assert report.clean, [f for f in report.findings if not f.passed]
     assert checks["null_agents"].passed and checks["grader_tampering"].passed
     leaky = tmp_path / "leaky"
     shutil.copytree(pool, leaky)
     shutil.copy(leaky / "private" / "test_labels.csv", leaky / "public" / "notes.csv")
-    found = {f.check: f for f in audit_challenge_pool(str(leaky)).findings}["answer_key"]
+    found = {f.check: f for f in audit_pool(str(leaky), judge_model="rules",
+                                            sandbox=False).findings}["answer_key"]
     assert not found.passed
     assert any("public/notes.csv: byte-identical" in e for e in found.evidence)
 
 
 def test_kit_serves_challenge_cards_to_the_harness() -> None:
-    from tasks_lib.harness.cell import task_card
     from tasks_lib.harness.scripted import baseline_steps
+    from tasks_lib.tracks.base import find_card
 
-    assert task_card(CHALLENGE).track.value == "challenge"
+    assert find_card(CHALLENGE).track.value == "challenge"
     with pytest.raises(Exception, match="nope"):
-        task_card("nope")
+        find_card("nope")
     steps = baseline_steps("challenge")
     assert any("local_metric.py" in code for _, _, code in steps)
 
@@ -159,10 +164,11 @@ def test_file_column_card_pool_prefixes_validation_ids(tmp_path: Path) -> None:
     """Card whose answers are files: the validation split's ids, files and CSV paths carry
     ``val_`` (no file is shared with the test answers), the audit is clean, and both splits
     grade."""
+    from tasks_lib.audit import audit_pool
     from tasks_lib.challenge.card import load_challenge
     from tasks_lib.challenge.cells import score_challenge
     from tasks_lib.challenge.grade import grade_submission
-    from tasks_lib.challenge.pool import audit_challenge_pool, publish_challenge_pool
+    from tasks_lib.challenge.pool import publish_challenge_pool
 
     url, _ = publish_challenge_pool("puma-track1-task1", str(tmp_path / "v1"))
     pool = Path(url)
@@ -173,20 +179,20 @@ def test_file_column_card_pool_prefixes_validation_ids(tmp_path: Path) -> None:
     assert all(Path(p).name.startswith("val_") and (pool / "public" / "validation" /
                                                    "reference" / p).is_file()
                for p in ref.iloc[:, 1])
-    assert audit_challenge_pool(url).clean
+    assert audit_pool(url, judge_model="rules", sandbox=False).clean
     card = load_challenge("puma-track1-task1")
     metrics, n = grade_submission(card, pool / "public" / "validation" / "sample_submission",
                                   pool / "public" / "validation" / "reference")
     assert n == len(ref) and 0 < metrics["dice"] < 1
     scored = score_challenge(card, pool, pool / "public" / "sample_submission", "r", "h", "v")
-    assert scored.invalid_reason is None and 0 < (scored.task_score or 0) < 1
+    assert scored.invalid_reason is None and scored.task_score == 0  # a format example
 
 
 def test_cell_without_a_pool_names_the_challenge_build_command() -> None:
     from tasks_lib.errors import InputDataError
-    from tasks_lib.harness.cell import local_pool_dir
+    from tasks_lib.harness.environment import local_pool_dir
 
-    with pytest.raises(InputDataError, match="medflows pool build challenge --task seg_a"):
+    with pytest.raises(InputDataError, match="medflows pool build --task seg_a"):
         local_pool_dir("seg_a")
 
 

@@ -212,7 +212,7 @@ def test_puma_tissue_end_to_end(tmp_path: Path) -> None:
     from skimage.color import rgb2gray
     from skimage.filters import threshold_multiotsu
 
-    from evaluators.challenge_metrics import puma_micro_dice
+    from evaluators.graders.challenge_metrics import puma_micro_dice
 
     # "tissue classes" 1-4 from multi-Otsu levels of the bundled IHC histology image; the
     # prediction is a 5x5 median-smoothed copy (a plausible, imperfect segmentation)

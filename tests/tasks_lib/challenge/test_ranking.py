@@ -16,7 +16,6 @@ from evaluators.ranking import (
     benchmark_rank,
     position,
     rank_challenge,
-    round_half_up,
 )
 from tasks_lib.challenge.card import list_challenges, load_challenge
 from tasks_lib.challenge.leaderboard import leaderboard_path, load_leaderboard
@@ -99,20 +98,6 @@ def test_benchmark_rank_rejects_duplicates_and_empty() -> None:
         benchmark_rank([rank, rank])
     with pytest.raises(RankingInputError, match="at least one"):
         benchmark_rank([])
-
-
-@pytest.mark.parametrize(("value", "digits", "expected"), [
-    (81.25, 1, 81.3),   # Python's round() gives 81.2 (banker's rounding)
-    (Fraction(1625, 20), 1, 81.3),
-    (0.05, 1, 0.1),
-    (2.675, 2, 2.68),   # rounded as written, not as its binary approximation
-    (83.3333333, 1, 83.3),
-    (41.65, 1, 41.7),
-    (-0.25, 1, -0.3),
-    (100.0, 1, 100.0),
-])
-def test_round_half_up(value: float | Fraction, digits: int, expected: float) -> None:
-    assert round_half_up(value, digits) == expected
 
 
 def test_percentile_pct_is_half_up() -> None:

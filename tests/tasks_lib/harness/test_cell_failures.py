@@ -9,9 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cells import file_env
 from support.openai_server import FakeOpenAIServer
 
-from tasks_lib.domain import RunStatus, Tier, Track
+from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.harness import cell
 from tasks_lib.harness.loop import LoopEnd
 from tasks_lib.harness.record import run_record
@@ -48,15 +49,16 @@ def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
     with FakeOpenAIServer(lambda body: next(replies)) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
-        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.STANDARD,
-                              SandboxBackend.LOCAL, 0, seg_pool, "rules", time_budget_s=15)
-        execution = cell.execute_cell(plan)
+        env = file_env(TASK, seg_pool, 15)
+        plan = cell.plan_cell("gpt-4o-mini@tools", env, Tier.STANDARD, SandboxBackend.LOCAL, 0,
+                              "rules")
+        execution = cell.execute_cell(plan, env)
     reset_settings()
     assert execution.status is RunStatus.TIMEOUT and execution.end is LoopEnd.TIMEOUT
     assert execution.turns == 4 and execution.wall_time_s < 30
     assert sorted(p.name for p in plan.submission.iterdir()) == [
         "case-000.nii.gz", "case-001.nii.gz"]
-    record_run(run_record(plan, execution))
+    record_run(run_record(plan, execution, env.pool()))
     card = score_cell(read_run(plan.run_id), plan.submission)
     assert card.validation is not None and not card.validation.ok
     # 8 expected cases, 2 present: S4 = 0.5 · 2/8 + 0.5 · [all present valid = no] = 0.125
@@ -81,8 +83,8 @@ def test_provider_failure_ends_the_run_as_error(monkeypatch: pytest.MonkeyPatch,
     with FakeOpenAIServer(down) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
-        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
-                              SandboxBackend.LOCAL, 1, seg_pool, "rules", time_budget_s=60)
+        plan = cell.plan_cell("gpt-4o-mini@tools", file_env(TASK, seg_pool, 60), Tier.LITE,
+                              SandboxBackend.LOCAL, 1, "rules")
         agent = AgentSpec(agent_id="flaky", harness=Harness.TOOL_LOOP, model="gpt-4o-mini",
                           params={"retries": 1})
         record = execute_step.fn(plan.model_copy(update={"agent": agent}))

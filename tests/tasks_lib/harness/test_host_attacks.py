@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cells import file_env
 from support.openai_server import FakeOpenAIServer
 
 from tasks_lib.compute import peak_rss, reset_peak_rss
-from tasks_lib.domain import RunStatus, Tier, Track
+from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.harness import cell
 from tasks_lib.harness.policies import ScriptedPolicy
 from tasks_lib.harness.steps import execute_step
@@ -58,9 +59,8 @@ def test_attacks_end_in_the_ledger_with_bounded_host_memory(
     with FakeOpenAIServer(lambda body: next(replies)) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
-        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
-                              cell.SandboxBackend(backend), 0, seg_pool, "rules",
-                              time_budget_s=120)
+        plan = cell.plan_cell("gpt-4o-mini@tools", file_env(TASK, seg_pool, 120), Tier.LITE,
+                              cell.SandboxBackend(backend), 0, "rules")
         before = reset_peak_rss()
         try:
             record = execute_step.fn(plan)
@@ -95,15 +95,15 @@ def test_attacks_end_in_the_ledger_with_bounded_host_memory(
 def test_host_step_crash_keeps_the_run_row(monkeypatch: pytest.MonkeyPatch,
                                            seg_pool: Path) -> None:
     reset_settings()
-    plan = cell.plan_cell("scripted-baseline", TASK, Track.SEGMENTATION, Tier.LITE,
-                          cell.SandboxBackend.LOCAL, 3, seg_pool, "rules", time_budget_s=60)
+    plan = cell.plan_cell("scripted-baseline", file_env(TASK, seg_pool, 60), Tier.LITE,
+                          cell.SandboxBackend.LOCAL, 3, "rules")
 
     def boom(self: TraceRecorder, workspace: Path, *args: object) -> None:
         raise RecursionError("maximum recursion depth exceeded")
 
     original = TraceRecorder.write_workspace
     monkeypatch.setattr(TraceRecorder, "write_workspace", boom)
-    monkeypatch.setattr(cell, "make_policy", lambda p: ScriptedPolicy(
+    monkeypatch.setattr(cell, "make_policy", lambda p, s: ScriptedPolicy(
         "scripted-baseline", [("S1", "bash", "echo '# p' > plan.md")]))
     record = execute_step.fn(plan)
     assert record.status is RunStatus.INVALID

@@ -57,6 +57,8 @@ def test_summary_recovery_codes_and_cost() -> None:
 def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None, seg_pool: Path) -> None:
     from flows.cli import run as _run  # noqa: F401
     from flows.cli.groups import app
+    from tasks_lib.report import leaderboard, scored_runs
+    from tasks_lib.scoring import select_runs
     from tasks_lib.settings import reset_settings
 
     reset_settings()
@@ -76,3 +78,12 @@ def test_matrix_cli_runs_grid_and_writes_report(prefect_harness: None, seg_pool:
     run_ids = out["report"]["run_ids"]
     scored = store.scores_for(run_ids)  # one score flow over every run of the grid
     assert sorted(s.run_id for s in scored) == sorted(run_ids)
+    rows = {r.agent_id: r for r in leaderboard(scored_runs(select_runs(run_ids=run_ids)))}
+    base, breach = rows["scripted-baseline"], rows["scripted-breach"]
+    # the fixture pool is published with an audit override: credited, never ranked
+    assert base.rank is None and not base.pareto and base.overall is not None
+    assert "pool audit flagged" in (base.unranked_reason or "")
+    assert set(base.stages) == {"s1", "s2", "s3", "s4", "s5"}
+    assert base.primary_metric in base.metrics and base.cost_per_run_usd == 0.0
+    assert breach.rank is None and not breach.pareto and breach.metrics == {}
+    assert breach.overall is None and breach.task_score is None and breach.unranked_reason

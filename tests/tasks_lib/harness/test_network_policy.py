@@ -7,12 +7,19 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cells import file_env
 
-from tasks_lib.domain import Tier, Track
-from tasks_lib.harness.cell import agent_sandbox, plan_cell
-from tasks_lib.sandbox.base import NetworkPolicy, SandboxBackend
+from tasks_lib.domain import Tier
+from tasks_lib.harness.cell import CellPlan, cell_environment, plan_cell
+from tasks_lib.sandbox.base import NetworkPolicy, SandboxBackend, SandboxSpec
 from tasks_lib.sandbox.local import bwrap_argv
 from tasks_lib.settings import get_settings, reset_settings
+
+
+def agent_sandbox(plan: CellPlan) -> SandboxSpec:
+    """The agent's sandbox profile in the plan's environment (its card read now)."""
+    with cell_environment(plan).session(plan) as session:
+        return session.sandbox()
 
 
 @pytest.fixture
@@ -24,8 +31,8 @@ def fresh_settings() -> Iterator[None]:
 
 def test_agent_network_follows_the_card(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         fresh_settings: None) -> None:
-    plan = plan_cell("scripted-baseline", "brain-tissue-seg", Track.SEGMENTATION, Tier.LITE,
-                     SandboxBackend.LOCAL, 0, tmp_path / "pool", "rules", 60)
+    plan = plan_cell("scripted-baseline", file_env("brain-tissue-seg", tmp_path / "pool", 60),
+                     Tier.LITE, SandboxBackend.LOCAL, 0, "rules")
     default = agent_sandbox(plan)
     assert default.network is NetworkPolicy.NONE
     assert "--unshare-net" in bwrap_argv(default)

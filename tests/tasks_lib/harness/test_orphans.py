@@ -18,10 +18,12 @@ from typing import Any
 
 import pytest
 from faults.procs import alive, children, cmdline
+from support.cells import file_env
 from support.openai_server import FakeOpenAIServer
 
-from tasks_lib.domain import RunStatus, Tier, Track
+from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.harness import cell
+from tasks_lib.harness.environment import AgentSession
 from tasks_lib.sandbox.base import ResourceLimits, SandboxBackend, SandboxSpec
 from tasks_lib.sandbox.hostio import disk_usage
 from tasks_lib.sandbox.lease import lease_dirs, read_lease
@@ -139,19 +141,20 @@ def test_kill_9_of_run_cell_leaves_no_process_and_the_next_run_cell_sweeps(
 def test_a_run_over_its_disk_quota_leaves_no_scratch_bytes(
         pool: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     small = ResourceLimits(workspace_mb=8, quota_poll_s=0.1)
-    planned = cell.agent_sandbox
+    planned = AgentSession.sandbox
 
-    def tight(plan: cell.CellPlan) -> SandboxSpec:
-        return planned(plan).model_copy(update={"limits": small})
+    def tight(session: AgentSession) -> SandboxSpec:
+        return planned(session).model_copy(update={"limits": small})
 
-    monkeypatch.setattr(cell, "agent_sandbox", tight)
+    monkeypatch.setattr(AgentSession, "sandbox", tight)
     fill = _call("head -c 64000000 /dev/zero > /workspace/fill.bin; sleep 20")
     with FakeOpenAIServer(lambda body: fill) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
-        plan = cell.plan_cell("gpt-4o-mini@tools", TASK, Track.SEGMENTATION, Tier.LITE,
-                              SandboxBackend.LOCAL, 0, pool, "rules", time_budget_s=60)
-        execution = cell.execute_cell(plan)
+        env = file_env(TASK, pool, 60)
+        plan = cell.plan_cell("gpt-4o-mini@tools", env, Tier.LITE, SandboxBackend.LOCAL, 0,
+                              "rules")
+        execution = cell.execute_cell(plan, env)
     reset_settings()
     assert execution.status is RunStatus.INVALID and execution.wall_time_s < 20
     assert any("disk quota exceeded" in v.evidence for v in execution.violations)

@@ -193,8 +193,8 @@ def test_missing_folder_scores_zero(pools: Pools, tmp_path: Path) -> None:
 
 
 def test_zero_dice_policy_can_be_turned_off(pools: Pools, baseline: Make) -> None:
-    from tasks_lib.imaging.kit import imaging_kit
     from tasks_lib.imaging.pool import load_task
+    from tasks_lib.imaging.registry import imaging_kit
     from tasks_lib.sources import ScoringPolicy
 
     url, m = pools[SEG]

@@ -18,8 +18,7 @@ def test_existing_scheduler_from_settings(pools: Pools, baseline: object,
     from distributed import LocalCluster
 
     from tasks_lib.imaging.baselines import BaselineKind
-    from tasks_lib.imaging.scoring import score_segmentation
-    from tasks_lib.imaging.sharding import score_segmentation_dask
+    from tasks_lib.imaging.sharding import score_segmentation, score_segmentation_dask
     from tasks_lib.settings import reset_settings
     from tasks_lib.storage import Storage
 

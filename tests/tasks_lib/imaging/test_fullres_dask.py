@@ -50,8 +50,7 @@ def test_fullres_dask_equals_serial_and_bounds_worker_memory(tmp_path: Path) -> 
     """Serial == Dask exactly; a worker's memory grows by one case's working set, not per case:
     its peak after all cases stays within that of one case plus a margin."""
     from tasks_lib.compute import dask_client, peak_rss, reset_peak_rss
-    from tasks_lib.imaging.scoring import score_segmentation
-    from tasks_lib.imaging.sharding import score_segmentation_dask
+    from tasks_lib.imaging.sharding import score_segmentation, score_segmentation_dask
     from tasks_lib.storage import Storage
 
     url, m = _pool(tmp_path)

@@ -15,7 +15,7 @@ from tasks_lib.ledger.tables import PoolRow
 
 def test_new_ledger_is_at_head_and_matches_tables(ledger_url: str) -> None:
     engine = store.get_engine(ledger_url)
-    assert migrate.current_revision(engine) == migrate.head_revision() == "0006"
+    assert migrate.current_revision(engine) == migrate.head_revision() == "0007"
     with engine.connect() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), SQLModel.metadata)
     assert diff == [], diff
@@ -34,14 +34,14 @@ def test_pre_migration_ledger_is_upgraded_in_place(ledger_url: str) -> None:
 
     engine = store.get_engine(ledger_url)
 
-    assert migrate.current_revision(engine) == "0006"
+    assert migrate.current_revision(engine) == "0007"
     columns = {c["name"] for c in inspect(engine).get_columns("pools")}
     assert {"kind", "parents_json"} <= columns
     assert store.find_pool_by_hash("old", "abc", ledger_url) is not None
-    assert store.next_pool_version("old", ledger_url) == 2
     with engine.connect() as conn:
         row = conn.execute(text("SELECT kind, parents_json FROM pools")).one()
     assert tuple(row) == ("pool", "[]")
+    assert store.reserve_pool_version("old", "new", ledger_url) == 2
 
 
 def test_upgrade_again_is_a_noop(ledger_url: str) -> None:
@@ -49,7 +49,7 @@ def test_upgrade_again_is_a_noop(ledger_url: str) -> None:
     store.record_pool(PoolRow(pool_id="p", version=1, track="qa", content_hash="h",
                               manifest_url="u", n_items=3), ledger_url)
     migrate.upgrade_to_head(engine)
-    assert store.next_pool_version("p", ledger_url) == 2
+    assert store.reserve_pool_version("p", "h2", ledger_url) == 2
 
 
 def test_downgrade_to_baseline_removes_lineage_columns(ledger_url: str) -> None:

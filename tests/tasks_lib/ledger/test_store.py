@@ -21,10 +21,14 @@ def _run(run_id: str, agent: str = "gpt-4o@zero_shot") -> RunRow:
 
 
 def test_pool_versions_are_idempotent_per_hash(ledger_url: str) -> None:
-    assert store.next_pool_version("hard", ledger_url) == 1
+    assert store.reserve_pool_version("hard", "aaa", ledger_url) == 1
+    assert store.pools(ledger_url, pool_id="hard", kind="pool") == []  # reserved, not published
     store.record_pool(_pool(1, "aaa"), ledger_url)
     store.record_pool(_pool(1, "aaa"), ledger_url)
-    assert store.next_pool_version("hard", ledger_url) == 2
+    assert store.reserve_pool_version("hard", "aaa", ledger_url) == 1  # same content
+    [row] = store.pools(ledger_url, pool_id="hard")
+    assert (row.kind, row.track, row.n_items) == ("pool", "qa", 10)
+    assert store.reserve_pool_version("hard", "ccc", ledger_url) == 2
     with pytest.raises(ValueError, match="another content hash"):
         store.record_pool(_pool(1, "bbb"), ledger_url)
     found = store.find_pool_by_hash("hard", "aaa", ledger_url)

@@ -5,8 +5,9 @@ from __future__ import annotations
 from tasks_lib.medbench.bank import open_ready, permutation
 from tasks_lib.medbench.items import PublicItem, base_id
 from tasks_lib.medbench.pool import build_task
-from tasks_lib.medbench.rotation import draw
+from tasks_lib.medbench.rotation import units_of
 from tasks_lib.qa.types import QAItem
+from tasks_lib.rotation.sampling import draw
 
 
 def test_permutations_are_seeded_and_differ_between_trials() -> None:
@@ -59,12 +60,13 @@ def _item(task: str, qid: str, specialty: str, k: int = 0) -> PublicItem:
 def test_rotation_draw_is_stratified_deterministic_and_keeps_shuffles_together() -> None:
     items = [_item("big", f"q{i}", "cardio", k) for i in range(20) for k in range(3)]
     items += [_item("small", "only", "derm", k) for k in range(3)]
-    chosen, strata, available = draw(items, size=5, seed=1)
-    assert chosen == draw(items, size=5, seed=1)[0]
+    units = units_of(items)
+    chosen, strata, available = draw(units, ["task", "specialty"], size=5, seed=1)
+    assert chosen == draw(units, ["task", "specialty"], size=5, seed=1).keys
     assert available == {"big/cardio": 20, "small/derm": 1}
     assert strata == {"big/cardio": 4, "small/derm": 1}  # a small stratum stays whole
     assert "small/only" in chosen
-    assert draw(items, size=5, seed=2)[0] != chosen
+    assert draw(units, ["task", "specialty"], size=5, seed=2).keys != chosen
 
 
 def test_cards_cover_every_llm_dimension_and_the_multimodal_axes() -> None:

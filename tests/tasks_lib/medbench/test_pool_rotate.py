@@ -1,7 +1,7 @@
-"""``medflows pool rotate`` on a MedBench pool (under the Prefect test harness) goes to the
-MedBench rotation through the kit (``TrackKit.rotation_flow``): a pool-shaped MedBench subset
-stratified by task/specialty, the very subset ``medflows medbench rotate`` draws with the same
-seed; QA-only options are refused with ``error:`` (exit 2)."""
+"""``medflows pool rotate`` on a MedBench pool (under the Prefect test harness): the one rotate
+flow with the MedBench kit's units (base items) and strata (task/specialty) writes a pool-shaped
+MedBench subset, the very subset ``medflows medbench rotate`` (an alias) draws with the same
+seed; a stratum field MedBench items lack is refused with ``error:`` (exit 2)."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def test_pool_rotate_draws_a_medbench_subset(tmp_path: Path) -> None:
     assert got.exit_code == 0, got.output
     subset = json.loads(got.stdout)
     assert subset["parents"][0]["pool_id"] == pool_id
-    assert subset["stratify_by"] == ["dataset", "meta_info"]
+    assert subset["stratify_by"] == ["task", "specialty"]
     assert {s.split("/")[0] for s in subset["strata"]} <= set(TASKS)
     sub = read_manifest(subset["url"])  # pool-shaped: a MedBench manifest naming its parent
     assert (sub.pool_id, sub.parents) == ("a" + tag, [f"{pool_id}@v1"])
@@ -54,9 +54,13 @@ def test_pool_rotate_draws_a_medbench_subset(tmp_path: Path) -> None:
     assert sub.n_items == len(shuffles)
     assert sub.content_hash == short.content_hash == subset["content_hash"]  # the shortcut's
 
-    two = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", f"{pool_id},{pool_id}",
-                                      "--size", "6", "--seed", "3"])
-    assert two.exit_code == 2 and "drawn from one pool" in two.output
+    other = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", f"{pool_id},{pool_id}",
+                                        "--size", "6", "--seed", "4", "--subset-id", "a" + tag,
+                                        "--json"])
+    assert other.exit_code == 0, other.output
+    moved = json.loads(other.stdout)
+    assert (moved["version"], moved["parents"][0]["pool_id"]) == (2, pool_id)
+    assert moved["content_hash"] != subset["content_hash"]
     strata = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", pool_id, "--size", "6",
                                          "--stratify-by", "dataset"])
-    assert strata.exit_code == 2 and "stratifies its own way" in strata.output
+    assert strata.exit_code == 2 and "known: task, specialty" in strata.output

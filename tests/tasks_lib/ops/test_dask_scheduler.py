@@ -69,8 +69,7 @@ def test_scoring_runs_on_the_configured_scheduler(scheduler: str, tmp_path: Path
     from support.imaging_pools import build_pool
 
     from tasks_lib.imaging.baselines import BaselineKind, write_baseline
-    from tasks_lib.imaging.scoring import score_segmentation
-    from tasks_lib.imaging.sharding import score_segmentation_dask
+    from tasks_lib.imaging.sharding import score_segmentation, score_segmentation_dask
 
     url, m = build_pool("brain-tissue-seg", tmp_path / "pools")
     sub = tmp_path / "sub"

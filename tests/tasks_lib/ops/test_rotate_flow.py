@@ -13,19 +13,19 @@ from typer.testing import CliRunner
 from flows.pipeline import HARD_MODELS
 from tasks_lib.ledger import store
 from tasks_lib.qa.pool import load_pool
-from tasks_lib.rotation import (
-    StratumField,
-    active_subset,
-    allocate,
-    stratum_of,
-)
+from tasks_lib.qa.types import PublicQAItem
+from tasks_lib.rotation import active_subset, allocate
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 QA_SOURCE = get_settings().data_root / "medagentsbench"
 HARD = str(QA_SOURCE / "predictions" / "hard.csv.gz")
-STRATA = [StratumField.DATASET, StratumField.META_INFO]
+
+
+def stratum_of(item: PublicQAItem) -> str:
+    """The QA kit's default stratum of a question: ``dataset/meta_info``."""
+    return f"{item.dataset}/{item.meta_info or '-'}"
 
 
 def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
@@ -38,7 +38,7 @@ def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
     parent = construct_qa(pool_id=pool_id, datasets=["medqa", "pubmedqa"], source=str(QA_SOURCE),
                           models=HARD_MODELS, per_dataset=8, meld=False, auto_approve=True)
     items = load_pool(Storage(parent.url)).items
-    available = Counter(stratum_of(it, STRATA) for it in items)
+    available = Counter(stratum_of(it) for it in items)
 
     v1 = rotate_pool(pools=[pool_id], size=7, seed=11, subset_id=subset_id)
     assert (v1.version, v1.n_items, sum(v1.strata.values())) == (1, 7, 7)
@@ -46,7 +46,7 @@ def test_rotation_subsets_are_version_locked_and_run_through_qa_flows() -> None:
     assert v1.strata == {k: n for k, n in sorted(allocate(dict(available), 7).items()) if n}
     sub = load_pool(Storage(v1.url))
     assert sub.manifest.pool_id == subset_id and sub.manifest.version == 1
-    assert Counter(stratum_of(it, STRATA) for it in sub.items) == Counter(v1.strata)
+    assert Counter(stratum_of(it) for it in sub.items) == Counter(v1.strata)
     assert set(sub.references) == {f"{it.dataset}/{it.realidx}" for it in sub.items}
     assert [p.pool_id for p in v1.parents] == [pool_id]
 

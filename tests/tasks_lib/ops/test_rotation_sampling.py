@@ -6,8 +6,8 @@ from datetime import date
 
 import pytest
 
-from tasks_lib.qa.types import Exemplar, PublicQAItem, QAReference
-from tasks_lib.rotation import Candidate, StratumField, allocate, draw, quarter_seed, stratum_of
+from tasks_lib.rotation.sampling import allocate, draw, quarter_seed, rank, stratum_of
+from tasks_lib.rotation.types import Unit
 
 
 def test_small_strata_whole_large_ones_equal_shares() -> None:
@@ -35,39 +35,32 @@ def test_quarter_seed() -> None:
     assert quarter_seed(date(2026, 6, 30)) == 20262
 
 
-def _candidates() -> list[Candidate]:
-    out = []
-    for ds, meta, n in [("medqa", "step1", 6), ("medqa", "step2&3", 2), ("pubmedqa", None, 4)]:
-        for i in range(n):
-            idx = f"{meta}-{i}"
-            item = PublicQAItem(dataset=ds, realidx=idx, question=f"q {ds} {idx}",
-                                options={"A": "yes", "B": "no"}, meta_info=meta)
-            ref = QAReference(dataset=ds, realidx=idx, answer_idx="A", answer="yes")
-            out.append(Candidate(item, ref, stratum_of(item, [StratumField.DATASET,
-                                                              StratumField.META_INFO])))
-    return out
+def _units() -> list[Unit]:
+    return [Unit(f"{ds}/{meta}-{i}", {"dataset": ds, "meta_info": meta})
+            for ds, meta, n in [("medqa", "step1", 6), ("medqa", "step2&3", 2),
+                                ("pubmedqa", "-", 4)]
+            for i in range(n)]
 
 
-def test_draw_is_stratified_seeded_and_keeps_parent_order() -> None:
-    cands = _candidates()
-    ex = [Exemplar(dataset="medqa", question="e", options={"A": "a"}, answer_idx="A")]
-    first = draw(cands, ex, 6, seed=1)
+def test_draw_is_stratified_and_seeded() -> None:
+    units = _units()
+    first = draw(units, ["dataset", "meta_info"], 6, seed=1)
     # strata 2 (step2&3), 4 (pubmedqa), 6 (step1): 6//3=2 → 2; 4//2=2; 2 → {2, 2, 2}
     assert first.strata == {"medqa/step1": 2, "medqa/step2&3": 2, "pubmedqa/-": 2}
     assert first.strata_available == {"medqa/step1": 6, "medqa/step2&3": 2, "pubmedqa/-": 4}
-    order = [c.item.realidx for c in cands]
-    picked = [it.realidx for it in first.items]
-    assert picked == sorted(picked, key=order.index)
-    assert [r.realidx for r in first.references] == picked
-    again = draw(cands, ex, 6, seed=1)
-    assert again == first
-    others = {tuple(it.realidx for it in draw(cands, ex, 6, seed=s).items) for s in range(8)}
+    assert len(first.keys) == 6 and {"medqa/step2&3-0", "medqa/step2&3-1"} <= first.keys
+    # inside a stratum the order is sha256(seed:key): the two lowest ranks of step1 are drawn
+    step1 = sorted((u.key for u in units if u.strata["meta_info"] == "step1"),
+                   key=lambda k: rank(1, k))
+    assert set(step1[:2]) <= first.keys and not set(step1[2:]) & first.keys
+    assert draw(units, ["dataset", "meta_info"], 6, seed=1) == first
+    others = {draw(units, ["dataset", "meta_info"], 6, seed=s).keys for s in range(8)}
     assert len(others) > 1  # the seed matters
-    assert first.exemplars == ex
 
 
-def test_dataset_only_strata() -> None:
-    item = PublicQAItem(dataset="medqa", realidx="1", question="q", options={"A": "a"},
-                        meta_info="step1")
-    assert stratum_of(item, [StratumField.DATASET]) == "medqa"
-    assert stratum_of(item, [StratumField.META_INFO]) == "step1"
+def test_strata_follow_the_chosen_fields_and_duplicates_count_once() -> None:
+    units = _units()
+    assert draw(units, ["dataset"], 99, 0).strata == {"medqa": 8, "pubmedqa": 4}
+    assert draw(units, [], 3, 0).strata == {"all": 3}
+    assert stratum_of(units[0], ["meta_info"]) == "step1"
+    assert draw([*units, *units], [], 99, 0).strata_available == {"all": 12}

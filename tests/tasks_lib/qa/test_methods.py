@@ -13,7 +13,8 @@ from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.llm import Completion, LiteLLMCompletion, Message
 from tasks_lib.llm_scope import current_branch
 from tasks_lib.pricing import price_snapshot
-from tasks_lib.qa.methods import METHODS, MethodContext, majority
+from tasks_lib.qa.method_base import MethodContext
+from tasks_lib.qa.methods import METHODS, majority
 from tasks_lib.qa.runner import run_agent, total_cost
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 

@@ -20,7 +20,8 @@ from tasks_lib.llm import LiteLLMCompletion, Message
 from tasks_lib.qa import mdagents as md
 from tasks_lib.qa import medagents as ma
 from tasks_lib.qa.extractor import answer_schema, llm_extractor, regex_extractor
-from tasks_lib.qa.methods import METHODS, MethodContext
+from tasks_lib.qa.method_base import MethodContext
+from tasks_lib.qa.methods import METHODS
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 
 ITEM = PublicQAItem(dataset="medqa", realidx="1",
@@ -733,7 +734,7 @@ def test_medprompt_vote_shuffles_are_seeded_and_the_majority_pick_wins() -> None
 
 
 def test_reasoning_models_get_no_seed_temperature_or_system_role() -> None:
-    from tasks_lib.qa.methods import paper_params
+    from tasks_lib.qa.method_base import paper_params
 
     assert paper_params("openai/o3-mini") == {} and paper_params("deepseek-r1") == {}
     assert paper_params("anthropic/claude-3-5-sonnet-20241022") == {"temperature": 0.0}

@@ -15,7 +15,7 @@ import pytest
 from sqlalchemy.engine import make_url
 
 from tasks_lib.rwe import build, load
-from tasks_lib.rwe.analyses import StudyDB
+from tasks_lib.rwe.analysis_base import StudyDB
 
 ADMIN = os.environ.get("MEDFLOWS_TEST_PG_ADMIN", "postgresql://postgres@127.0.0.1:5432/postgres")
 N_PATIENTS = 8000

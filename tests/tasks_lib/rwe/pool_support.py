@@ -67,3 +67,23 @@ def built_pool(seed: int = 0) -> TestPool:
                               manifest_url=root.url("manifest.json"),
                               n_items=len(manifest.studies)))
     return TestPool(root.root_url, manifest.studies)
+
+
+AUDIT_STUDIES = ("albumin-ap", "glucose-ich")
+"""Two studies no constant option letter wins (the construct flow test's pair)."""
+
+
+def small_pool(root: Path, pool_id: str = "rwe-audit", studies: tuple[str, ...] = AUDIT_STUDIES
+               ) -> str:
+    """A pool of ``studies`` written at ``root`` on the process's shared EHR database (not
+    ledgered, not audited); returns its URL."""
+    from tasks_lib.rwe import build
+    from tasks_lib.rwe.studies import load_studies
+    from tasks_lib.rwe.types import SchemaNames
+    from tests.tasks_lib.rwe.ehr_db import loaded_db
+
+    shared = loaded_db()
+    builds = [build.build_study(s, shared.db) for s in load_studies(list(studies))]
+    build.write_pool(Storage(str(root)), pool_id, 1, 0, N_PATIENTS, shared.loaded,
+                     shared.loaded.database, SchemaNames(), builds)
+    return Storage(str(root)).root_url

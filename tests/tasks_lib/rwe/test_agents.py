@@ -11,26 +11,28 @@ import pandas as pd
 import pytest
 
 from tasks_lib.domain import Tier
-from tasks_lib.harness.cell import local_root
+from tasks_lib.harness.cell import plan_cell
+from tasks_lib.harness.environment import local_root
+from tasks_lib.harness.steps import execute_step
 from tasks_lib.ledger import store
+from tasks_lib.pricing import price_snapshot
 from tasks_lib.records import RunRecord, ScoreCard, run_store
-from tasks_lib.rwe.cell import plan_rwe_cell
-from tasks_lib.rwe.pools import load_study
 from tasks_lib.rwe.roles import leftover_roles, run_role
-from tasks_lib.rwe.steps import run_rwe_plan
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.scoring import score_one
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
+from tasks_lib.tracks.base import find_card, kit_for
 from tests.tasks_lib.rwe.pool_support import built_pool, study_cluster
 
 
 def rwe_cell(agent_id: str, study_id: str, pool: str) -> RunRecord:
-    """Plan and run one RWE cell on the pool ``pool`` (the kit picks the newest pool)."""
-    loaded = load_study(study_id, pool)
-    plan = plan_rwe_cell(agent_id, study_id, Tier.LITE, SandboxBackend.LOCAL, 0,
-                         local_root(Storage(loaded.pool_url)), get_settings().judge_model)
-    return run_rwe_plan(plan, loaded)
+    """Plan and run one RWE cell on the pool ``pool`` through the one harness (the RWE kit's
+    environment), stored and ledgered like every cell."""
+    env = kit_for("rwe").environment(find_card(study_id), local_root(Storage(pool)))
+    plan = plan_cell(agent_id, env, Tier.LITE, SandboxBackend.LOCAL, 0,
+                     get_settings().judge_model)
+    return execute_step.fn(plan)
 
 
 pytestmark = [pytest.mark.slow,
@@ -104,7 +106,8 @@ def test_escape_agent_is_refused_and_its_run_invalid() -> None:
 def test_a_model_agent_works_through_the_call_layer(monkeypatch: pytest.MonkeyPatch) -> None:
     """``gpt-4o-mini@tools`` against the local OpenAI-compatible server: the RWE tools reach
     the model, its SQL runs in the sandbox through the run's role (no toolkit mounted for
-    model agents), its cohort and answers go through submit_answers, and the run is scored."""
+    model agents), its cohort and answers go through submit_answers, the run record and its
+    ledger row carry the tokens and their cost, and the run is scored."""
     import json as _json
     from typing import Any
 
@@ -143,7 +146,11 @@ def test_a_model_agent_works_through_the_call_layer(monkeypatch: pytest.MonkeyPa
     reset_settings()
     assert tools_seen[0] == ["execute_code", "submit_answers", "finish_task"]
     assert (record.status.value, record.end, record.turns) == ("completed", "finished", 3)
-    assert record.violations == [] and record.input_tokens
+    assert record.violations == [] and record.input_tokens and record.output_tokens
+    # tokens and cost on the run record and the ledger row, like every model-agent cell
+    expected = price_snapshot().cost("gpt-4o-mini", record.input_tokens, record.output_tokens)
+    assert expected is not None and expected > 0 and record.cost_usd == expected
+    assert store.runs(run_id=record.run_id)[0].cost_usd == pytest.approx(expected)
     session = read_record(Path(run_store(record.run_id).child("submission").root_path))
     assert session.cohort_sha256 is not None and set(session.answers.values()) == {"A"}
     card = score_one(record.run_id)

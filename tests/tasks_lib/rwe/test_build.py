@@ -13,33 +13,14 @@ from typer.testing import CliRunner
 import flows.cli.audit  # (registers audit pool)
 import flows.cli.rwe  # noqa: F401  (registers pool build rwe)
 from flows.cli import app
+from tasks_lib.audit import audit_pool
+from tasks_lib.audits.report import CHECKS
 from tasks_lib.ledger import store
 from tasks_lib.rwe import load
-from tasks_lib.rwe.pool_audit import audit_rwe_pool, null_agent_sr
-from tasks_lib.rwe.types import FieldAnswer, FieldType, StudyAnswers, load_study_pool
+from tasks_lib.rwe.types import FieldType, load_study_pool
 from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.ehr_db import loaded_db, require_server
 from tests.tasks_lib.rwe.pool_support import study_cluster
-
-
-def _answers(mcq: dict[str, str], ratio: tuple[float, float], p: float) -> StudyAnswers:
-    def fa(fid: str, t: FieldType, v: float) -> FieldAnswer:
-        return FieldAnswer(id=fid, type=t, value=v, printed=str(v), exact=v)
-
-    return StudyAnswers(study_id="x", mcq=mcq, cohort_size=10, fields={
-        "r": fa("r", FieldType.RATIO, 1.0), "r_lo": fa("r_lo", FieldType.CONFIDENCE_INTERVAL,
-                                                     ratio[0]),
-        "r_hi": fa("r_hi", FieldType.CONFIDENCE_INTERVAL, ratio[1]),
-        "p": fa("p", FieldType.P_VALUE, p)})
-
-
-def test_null_agent_sr_by_hand() -> None:
-    pool = [_answers({"q1": "C", "q2": "C"}, (0.8, 1.2), 0.4),   # null study, all C: a win
-            _answers({"q1": "C", "q2": "A"}, (0.8, 1.2), 0.4),   # one gate not C
-            _answers({"q1": "C"}, (1.1, 1.5), 0.01),              # effect is significant
-            _answers({"q1": "B"}, (0.5, 0.9), 0.001)]
-    assert null_agent_sr(pool, "C") == 0.25
-    assert null_agent_sr(pool, "B") == 0.0
 
 
 def test_bad_database_settings_are_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,17 +72,19 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     audit = json.loads((out / "audit.json").read_text())
     assert audit["report"]["clean"] and audit["override"] is None
     checks = {f["check"]: f["passed"] for f in audit["report"]["findings"]}
-    assert checks == {"answer_key": True, "database_leak": True, "trap_panel": True,
-                      "variant_panel": True, "null_agents": True}
+    assert list(checks) == list(CHECKS)  # the one exploit audit: the same five probes
+    assert all(checks[c] for c in ("null_agents", "answer_key", "grader_tampering",
+                                   "judge_injection"))
     traps = [json.loads(x) for x in (out / "audit" / "traps.jsonl").read_text().splitlines()]
     assert {t["trap"] for t in traps} == {"any_albumin_item", "traumatic_included"}
     rows = [r for r in store.pools(track="rwe") if r.pool_id == "rwe-flow-test"]
     assert [(r.version, r.content_hash) for r in rows] == [(1, m.content_hash)]
 
-    # medflows audit pool on an RWE pool: the kit's own checks on the pool's database
-    res = CliRunner().invoke(app, ["audit", "pool", str(out), "--json"])
+    # medflows audit pool on an RWE pool: the one audit, the kit's data on the pool's database
+    res = CliRunner().invoke(app, ["audit", "pool", str(out), "--no-sandbox", "--json"])
     assert res.exit_code == 0, res.output
-    assert {f["check"]: f["passed"] for f in json.loads(res.output)["findings"]} == checks
+    again = {f["check"]: f["passed"] for f in json.loads(res.output)["findings"]}
+    assert again == checks | {"egress": False}  # skipped without the sandbox (a warning)
 
     # the gate sees anything added to the study database (a gold table, a comment)
     # (on the shared database: undone at the end)
@@ -110,15 +93,15 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
         cur.execute("COMMENT ON TABLE mimiciv_hosp.patients IS 'or 0.5'")
     conn.close()
     try:
-        report = audit_rwe_pool(str(out), url)
-        res = CliRunner().invoke(app, ["audit", "pool", str(out), "--json"])
-        assert res.exit_code == 1 and '"database_leak"' in res.output
+        report = audit_pool(str(out), judge_model="rules", sandbox=False)
+        res = CliRunner().invoke(app, ["audit", "pool", str(out), "--no-sandbox", "--json"])
+        assert res.exit_code == 1 and "the run role reads only" in res.output
     finally:
         with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
             cur.execute("DROP TABLE mimiciv_derived.gold")
             cur.execute("COMMENT ON TABLE mimiciv_hosp.patients IS NULL")
         conn.close()
-    leak = next(f for f in report.findings if f.check == "database_leak")
+    leak = next(f for f in report.findings if f.check == "answer_key")
     assert not report.clean and not leak.passed
     assert any("mimiciv_derived.gold.value" in e for e in leak.evidence)
     assert any("comments" in e for e in leak.evidence)

@@ -18,8 +18,8 @@ import math
 
 import pytest
 
-from evaluators.rwe import score_study
-from evaluators.rwe_answers import QuestionTree
+from evaluators.graders.rwe import score_study
+from evaluators.graders.rwe_answers import QuestionTree
 from tasks_lib.rwe.baselines import baseline_answers
 from tasks_lib.rwe.questions import question_tree
 from tasks_lib.rwe.types import load_study_pool

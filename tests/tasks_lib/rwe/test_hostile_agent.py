@@ -12,8 +12,9 @@ import psycopg2
 import pytest
 
 from tasks_lib.domain import Tier
-from tasks_lib.harness.cell import local_root
-from tasks_lib.rwe.cell import execute_rwe_cell, plan_rwe_cell
+from tasks_lib.harness.cell import execute_cell, plan_cell
+from tasks_lib.harness.environment import local_root
+from tasks_lib.rwe.cell import RweEnvironment
 from tasks_lib.rwe.cluster import Server, connect
 from tasks_lib.rwe.pools import load_study
 from tasks_lib.rwe.roles import RoleLimits, leftover_roles, run_role
@@ -21,6 +22,7 @@ from tasks_lib.rwe.watchdog import private_memory
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
+from tasks_lib.tracks.base import find_card
 from tests.tasks_lib.rwe.pool_support import built_pool, study_cluster
 
 pytestmark = [pytest.mark.slow,
@@ -65,13 +67,15 @@ def test_dbhog_stays_within_the_limits_and_leaves_nothing() -> None:
     cluster, admin = study_cluster()
     loaded = load_study("statin-sepsis", built_pool().url)
     server = admin.model_copy(update={"database": loaded.manifest.database})
-    plan = plan_rwe_cell("rwe-dbhog", "statin-sepsis", Tier.LITE, SandboxBackend.LOCAL, 0,
-                         local_root(Storage(loaded.pool_url)), get_settings().judge_model)
+    env = RweEnvironment(find_card("statin-sepsis"), local_root(Storage(loaded.pool_url)),
+                         role_limits=LIMITS)
+    plan = plan_cell("rwe-dbhog", env, Tier.LITE, SandboxBackend.LOCAL, 0,
+                     get_settings().judge_model)
     log_before = cluster.log.stat().st_size
     sampler = Sampler(server)
     started = time.monotonic()
     try:
-        execution = execute_rwe_cell(plan, loaded, LIMITS)
+        execution = execute_cell(plan, env)
     finally:
         sampler.close()
     assert time.monotonic() - started < 120

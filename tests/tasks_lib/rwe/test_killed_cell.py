@@ -138,9 +138,14 @@ def test_sweep_drops_roles_of_dead_owners_only(rwe_server: Server) -> None:
 @pytest.mark.slow
 def test_the_guard_drops_the_role_when_its_owner_dies_and_ends_with_the_role(
         rwe_server: Server) -> None:
-    from tasks_lib.rwe.guard import start_guard
     from tasks_lib.rwe.owners import Owner, process_start
-    from tasks_lib.rwe.roles import create_role, drop_role, ensure_reader, leftover_roles
+    from tasks_lib.rwe.roles import (
+        create_role,
+        drop_role,
+        ensure_reader,
+        leftover_roles,
+        start_guard,
+    )
 
     ensure_reader(rwe_server)
     owner_process = subprocess.Popen(["sleep", "60"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from evaluators.rwe import score_study
+from evaluators.graders.rwe import score_study
 from tasks_lib.rwe.session import AnswerSession, read_record
 from tests.tasks_lib.rwe.study_fixture import make_study
 

@@ -119,7 +119,7 @@ def test_a_failed_privileged_login_is_a_violation(tmp_path: Path) -> None:
 
 def test_the_step_budget_ends_the_run_and_unanswered_questions_make_it_incomplete(
         tmp_path: Path) -> None:
-    from evaluators.rwe import score_study
+    from evaluators.graders.rwe import score_study
 
     _, end, session = run(tmp_path, [[code("cohort")], [code("still thinking")]])
     assert end is LoopEnd.TURN_LIMIT and session.record.steps == 10  # LoopLimits(max_turns=10)

@@ -10,7 +10,8 @@ import pytest
 from evaluators.core import Track
 from evaluators.registry import Registry
 from tasks_lib.rwe import build
-from tasks_lib.rwe.analyses import ANALYSES, AnalysisResult, StudyAnalyses
+from tasks_lib.rwe.analyses import ANALYSES
+from tasks_lib.rwe.analysis_base import AnalysisResult, StudyAnalyses
 from tasks_lib.rwe.studies import load_studies
 from tasks_lib.rwe.templates import PLANTED
 from tasks_lib.rwe.types import FieldType, Study, publish_value, side
@@ -113,7 +114,7 @@ def test_crude_logistic_or_equals_the_two_by_two_table(gold: dict[str, AnalysisR
     Woolf's CI gives the same Wald interval (independent hand computation)."""
     db = loaded_db().db
     crude = ANALYSES.get("statin_sepsis").traps["crude"](db)
-    from tasks_lib.rwe.study_analyses import _sepsis_stays
+    from tasks_lib.rwe.sepsis_analyses import _sepsis_stays
 
     df = _sepsis_stays(db)
     df = df[df["los_icu_days"] >= 1.0]

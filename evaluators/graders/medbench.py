@@ -43,6 +43,7 @@ import numpy as np
 from rapidfuzz.distance import Levenshtein
 from scipy.optimize import linear_sum_assignment
 
+from evaluators.detection import box_iou
 from evaluators.metrics import Direction, metric
 
 _FINAL = re.compile(r"^(?:answer|答案)\s*[:：]\s*([A-Za-z])\s*\.?$", re.IGNORECASE)
@@ -189,17 +190,6 @@ def macro_recall(per_item: Iterable[float | None]) -> float:
 def _is_box(x: Any) -> bool:
     return (isinstance(x, list | tuple) and len(x) == 4
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in x))
-
-
-def box_iou(a: Sequence[float], b: Sequence[float]) -> float:
-    """Area IoU of two ``[x1, y1, x2, y2]`` boxes; an invalid box (x2 ≤ x1 or y2 ≤ y1) ⇒ 0."""
-    if a[2] <= a[0] or a[3] <= a[1] or b[2] <= b[0] or b[3] <= b[1]:
-        return 0.0
-    w = min(a[2], b[2]) - max(a[0], b[0])
-    h = min(a[3], b[3]) - max(a[1], b[1])
-    inter = max(0.0, w) * max(0.0, h)
-    union = (a[2] - a[0]) * (a[3] - a[1]) + (b[2] - b[0]) * (b[3] - b[1]) - inter
-    return float(inter / union) if union > 0 else 0.0
 
 
 @metric("iou_set", direction=Direction.HIGHER, missing=0.0, both_empty=1.0, one_empty=0.0,

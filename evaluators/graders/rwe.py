@@ -26,8 +26,7 @@ from typing import NamedTuple
 from pydantic import Field
 
 from evaluators.core import Frozen
-from evaluators.metrics import Direction, metric
-from evaluators.rwe_answers import (
+from evaluators.graders.rwe_answers import (
     Estimate,
     Kind,
     Question,
@@ -38,6 +37,7 @@ from evaluators.rwe_answers import (
     parse_p,
     visible,
 )
+from evaluators.metrics import Direction, metric
 
 ALPHA = 0.05
 """Significance threshold of SM (spec §5, [M] 'conventional threshold')."""

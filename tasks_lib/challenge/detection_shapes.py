@@ -1,4 +1,5 @@
-"""Seeded detection-style synthetic cases: DENTEX tooth boxes (COCO JSON), PUMA nuclei polygons
+"""Seeded detection-style synthetic cases (boxes and polygons, beside the masks of
+:mod:`tasks_lib.challenge.shapes`): DENTEX tooth boxes (COCO JSON), PUMA nuclei polygons
 (JSON) and TopCoW regions of interest (3D box JSON). See :mod:`tasks_lib.challenge.synthetic`."""
 
 from __future__ import annotations

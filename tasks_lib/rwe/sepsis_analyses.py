@@ -1,4 +1,5 @@
-"""The eight studies' reference and trap analyses (registered in ``ANALYSES``).
+"""Reference and trap analyses of the sepsis studies: statin use (cohort and case-control) and
+the neutrophil-lymphocyte ratio in hypertensive sepsis (registered in ``ANALYSES``).
 
 Each reference follows its protocol (``datasets/rwe/<study_id>/protocol.md``) step by step; each
 trap breaks exactly one protocol rule. Field ids match the cards' ``study.yaml``.
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from tasks_lib.rwe import stats
-from tasks_lib.rwe.analyses import (
+from tasks_lib.rwe.analysis_base import (
     ANALYSES,
     AnalysisResult,
     StudyAnalyses,
@@ -147,5 +148,3 @@ ANALYSES.add("statin_sepsis_cc", StudyAnalyses(reference=statin_cc,
                                                variants=variants(_cc_adjusted)))
 ANALYSES.add("nlr_sepsis_htn", StudyAnalyses(reference=nlr_sepsis_htn,
                                              traps={"crude": nlr_crude}, variants=variants(_nlr)))
-
-from tasks_lib.rwe import study_analyses_other as study_analyses_other  # noqa: E402

@@ -28,14 +28,6 @@ import numpy as np
 from numpy.typing import NDArray
 from scipy import ndimage
 
-from evaluators import (  # noqa: F401  (register the other challenges' metrics)
-    aorta,
-    cow_boxes,
-    dentex,
-    nuclei,
-    panther,
-    vessels,
-)
 from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 from evaluators.segmentation import dice

@@ -1,12 +1,13 @@
-"""Reference and trap analyses: heart failure (lactate, diuretics), acute pancreatitis
-(albumin), intracerebral haemorrhage (glucose) and the influenza negative control (PPI)."""
+"""Reference and trap analyses of the studies outside sepsis: heart failure (lactate, diuretics),
+acute pancreatitis (albumin), intracerebral haemorrhage (glucose) and the influenza negative
+control (PPI), registered in ``ANALYSES``."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from tasks_lib.rwe import stats
-from tasks_lib.rwe.analyses import (
+from tasks_lib.rwe.analysis_base import (
     ANALYSES,
     AnalysisResult,
     StudyAnalyses,

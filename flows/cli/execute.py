@@ -1,0 +1,65 @@
+"""``medflows execute --pool P --agents A,B``: run agents on any kit's pool (the verb-first form
+of ``execute qa|medbench`` and ``run matrix``, which stay as aliases)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import typer
+
+from flows.cli import run as run  # registers `run matrix`, where research cells go
+from flows.cli.build import PASS_THROUGH
+from flows.cli.groups import VERB, execute_app, location, split_list, user_errors
+from flows.cli.routing import EXECUTE_ROUTES, Route, forward, pool_track, route_for
+from tasks_lib.errors import InputDataError
+
+CELLS = Route(("run", "matrix"), list)
+"""Where research cells (agent × task × tier × replicate in a sandbox) run."""
+
+
+@execute_app.command(VERB, hidden=True, context_settings=PASS_THROUGH)
+@user_errors()
+def execute_by_pool(
+    ctx: typer.Context,
+    pool: str = typer.Option(..., help="Published pool root folder/URL, or active:<subset_id>."),
+) -> None:
+    """Run agents on a pool: the ledger names the pool's kit, whose execute command takes every
+    other option (common ones: --agents, --replicates; the rest: `medflows execute qa|medbench
+    --help`, `medflows run matrix --help`). Prints JSON."""
+    kit = pool_track(location(pool))
+    forward(ctx, route_for(EXECUTE_ROUTES, kit), [*ctx.args, "--pool", pool], kit)
+
+
+@execute_app.command("cells", hidden=True, context_settings=PASS_THROUGH)
+@user_errors()
+def execute_cells(
+    ctx: typer.Context,
+    pool: str = typer.Option(..., help="Published pool root folder/URL (its newest version)."),
+    task: str = typer.Option(None, "--task", help="Only these of the pool's task ids "
+                                                  "(comma-separated; default all)."),
+) -> None:
+    """Research cells on the tasks a pool holds, through `medflows run matrix` (cells run on
+    the newest published version of the pool, so an older version is refused)."""
+    from tasks_lib.ledger import store
+    from tasks_lib.scoring import pool_version
+    from tasks_lib.storage import Storage
+
+    url = location(pool)
+    found = pool_version(url)
+    newest = max(r.version for r in store.pools(pool_id=found.pool_id))
+    if found.version != newest:
+        raise InputDataError(pool, f"research cells run on the newest version of "
+                                   f"{found.pool_id} (v{newest}), not v{found.version}")
+    held = _task_ids(Storage(url).read_json("manifest.json"))
+    ids = split_list(task) or held
+    unknown = sorted(set(ids) - set(held))
+    if unknown:
+        raise InputDataError("--task", f"{', '.join(unknown)} not in this pool (it holds "
+                                       f"{', '.join(held)})")
+    forward(ctx, CELLS, [*ctx.args, "--json", "--tasks", ",".join(ids)], pool_track(url))
+
+
+def _task_ids(manifest: dict[str, Any]) -> list[str]:
+    """Task ids a research pool holds: its one ``task_id`` or its ``studies``."""
+    one = manifest.get("task_id")
+    return [one] if isinstance(one, str) else list(manifest.get("studies") or [])

@@ -1,0 +1,114 @@
+"""How the verb-first commands (``pool build --task``, ``execute --pool``) find the command that
+does the work for a task's or pool's kit, without naming a track.
+
+Each protocol's command module registers a :class:`Route` (the command it forwards to — today's
+per-protocol verb, kept as an alias — and the kits it serves). The verb asks the card (a task id)
+or the ledger (a pool) for the kit, takes the one route serving it and forwards every other
+option unchanged, so the verb and its alias print the same output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import NamedTuple
+
+from typer._click import Command, Context
+from typer._click.exceptions import NoSuchOption, UsageError
+from typer.core import TyperGroup
+
+from evaluators.registry import Registry
+from flows.cli.groups import fail
+from tasks_lib.errors import InputDataError
+
+
+class Route(NamedTuple):
+    """Where a verb sends a kit's tasks or pools."""
+
+    path: tuple[str, ...]
+    """The command forwarded to, from the root (e.g. ``("pool", "build", "qa")``)."""
+    tracks: Callable[[], list[str]]
+    """Names of the kits this route serves (asked when a verb runs, after every kit
+    registered)."""
+    task_option: str | None = None
+    """The target's option receiving the ``--task`` ids (None: the target takes none)."""
+    many: bool = False
+    """The target builds one pool from several task ids (comma-separated)."""
+
+
+BUILD_ROUTES: Registry[Route] = Registry("pool build route")
+"""Routes of ``medflows pool build --task``, keyed by route name."""
+EXECUTE_ROUTES: Registry[Route] = Registry("execute route")
+"""Routes of ``medflows execute --pool``, keyed by route name."""
+
+
+def route_for(routes: Registry[Route], track: str) -> Route:
+    """The one route serving ``track``'s kit (none: an error naming the served kits; two: a
+    registration bug)."""
+    served = [name for name in routes if track in routes.get(name).tracks()]
+    if not served:
+        known = sorted({t for name in routes for t in routes.get(name).tracks()})
+        raise InputDataError(track, f"no {routes.kind} serves this kit (served: "
+                                    f"{', '.join(known)})")
+    if len(served) > 1:
+        raise ValueError(f"{routes.kind}s {', '.join(served)} all serve {track!r}")
+    return routes.get(served[0])
+
+
+def task_track(ids: list[str]) -> str:
+    """The one kit whose cards hold every id of ``ids`` (the card names its track).
+
+    Raises:
+        InputDataError: an id no kit lists, an id two kits list, or ids of different kits —
+            the message names the known ids.
+    """
+    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit)
+    from tasks_lib.tracks.base import KITS
+
+    holders = {name: set(KITS.get(name).task_ids()) for name in KITS.names()}
+    tracks: set[str] = set()
+    for task_id in ids:
+        found = sorted(name for name, cards in holders.items() if task_id in cards)
+        if len(found) != 1:
+            known = sorted({c for cards in holders.values() for c in cards})
+            why = "unknown task id" if not found else f"held by {' and '.join(found)}"
+            raise InputDataError(f"--task {task_id}", f"{why}; known task ids: "
+                                                      f"{', '.join(known)}")
+        tracks.add(found[0])
+    if len(tracks) != 1:
+        raise InputDataError("--task", f"name tasks of one kit (got {', '.join(sorted(tracks))})")
+    return tracks.pop()
+
+
+def pool_track(pool: str) -> str:
+    """The kit of a published pool (a root folder/URL or ``active:<subset_id>``), from the
+    ledger row its publication wrote."""
+    from tasks_lib.ledger import store
+    from tasks_lib.scoring import pool_version
+
+    found = pool_version(pool)
+    rows = store.pools(pool_id=found.pool_id, version=found.version)
+    if not rows:
+        raise InputDataError(pool, f"{found.pool_id} v{found.version} is not a published pool "
+                                   "(not in the ledger)")
+    return rows[0].track
+
+
+def forward(ctx: Context, route: Route, args: list[str], kit: str | None = None) -> None:
+    """Run the route's command with ``args`` as if typed after it; a usage mistake (e.g. an
+    option this kit's command does not take) is one ``error:`` line naming the options it
+    takes."""
+    command: Command = ctx.find_root().command
+    for name in route.path:
+        assert isinstance(command, TyperGroup)
+        command = command.commands[name]
+    try:
+        sub = command.make_context(" ".join(route.path), list(args), parent=ctx)
+    except UsageError as exc:
+        takes = sorted(o for p in command.params for o in p.opts if o.startswith("--"))
+        owner = f"the {kit} kit's " if kit else ""
+        what = (f"{exc.option_name}: not an option here" if isinstance(exc, NoSuchOption)
+                else exc.format_message())
+        raise fail(f"{what} ({owner}`medflows {' '.join(route.path)}` takes "
+                   f"{', '.join(takes)})") from None
+    with sub:
+        command.invoke(sub)

@@ -1,0 +1,175 @@
+"""The leaderboard as files and Prefect artifacts: a flat CSV, one markdown table per (task,
+tier) whose columns are the score cards' (the primary metric by its real name, Overall, S1–S5,
+named metrics, cost, time, replicates; unranked rows with their reason and no values), and the
+cost–score plot."""
+
+from __future__ import annotations
+
+import io
+import re
+from itertools import groupby
+
+import pandas as pd
+from prefect import task
+from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from pydantic import Field
+
+from tasks_lib.artifacts import artifact_key
+from tasks_lib.domain import Frozen
+from tasks_lib.report.board import STAGES, LeaderboardRow, Stat
+from tasks_lib.storage import Storage
+
+EMPTY = "—"
+"""A cell with no value (not credited, or not on the card)."""
+
+
+class ReportFiles(Frozen):
+    """Where the report was written."""
+
+    csv: str = Field(description="leaderboard.csv URL.")
+    markdown: str = Field(description="leaderboard.md URL.")
+    plot: str = Field(description="cost_accuracy.png URL.")
+
+
+def _flat(stats: dict[str, Stat], prefix: str) -> dict[str, float | None]:
+    out: dict[str, float | None] = {}
+    for name, s in stats.items():
+        out[f"{prefix}{name}"] = s.mean
+        out[f"{prefix}{name}_se"] = s.se
+    return out
+
+
+def flat_record(r: LeaderboardRow) -> dict[str, object]:
+    """One row flat: ``overall``/``agentic``/``s1``…``s5`` and ``metric/<name>`` means with
+    ``_se`` columns; one ``acc_<group>`` column per stratum (primary metric) and
+    ``accuracy_macro`` kept as alias columns of the former layout."""
+    rec = r.model_dump(exclude={"per_group", "metrics", "stages", "overall", "agentic"})
+    rec["accuracy_macro"] = r.task_score
+    for name, s in (("overall", r.overall), ("agentic", r.agentic)):
+        rec[name], rec[f"{name}_se"] = (s.mean, s.se) if s else (None, None)
+    rec.update(_flat(r.stages, ""))
+    rec.update(_flat(r.metrics, "metric/"))
+    rec.update({f"acc_{g}": v for g, v in r.per_group.items()})
+    return rec
+
+
+def to_frame(rows: list[LeaderboardRow]) -> pd.DataFrame:
+    """The flat table (:func:`flat_record` per row)."""
+    return pd.DataFrame.from_records([flat_record(r) for r in rows])
+
+
+def _num(value: float | None, se: float | None = None) -> str:
+    if value is None:
+        return EMPTY
+    return f"{value:.4g}" + ("" if se is None else f" ± {se:.2g}")
+
+
+def _stat(s: Stat | None) -> str:
+    return EMPTY if s is None else _num(s.mean, s.se)
+
+
+def _board(rows: list[LeaderboardRow]) -> list[str]:
+    """One markdown table: the columns the rows' cards have."""
+    primary = rows[0].primary_metric or "task score"
+    stages = [s for s in STAGES if any(s in r.stages for r in rows)]
+    names = sorted({n for r in rows for n in r.metrics} - {r.primary_metric for r in rows})
+    extra = ["Overall"] if any(r.overall for r in rows) else []
+    head = ["#", "agent", "model", "method", primary, *extra, *(s.upper() for s in stages),
+            *names, "coverage", "cost/run (USD)", "cost/item (USD)", "s/item", "wall s",
+            "reps", "Pareto", "not ranked because"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        cells = [str(r.rank or EMPTY), r.agent_id, r.model, r.method,
+                 _num(r.task_score, r.task_score_se),
+                 *([_stat(r.overall)] if extra else []),
+                 *(_stat(r.stages.get(s)) for s in stages),
+                 *(_stat(r.metrics.get(n)) for n in names),
+                 EMPTY if r.coverage is None else f"{100 * r.coverage:.0f}%",
+                 _num(r.cost_per_run_usd), _num(r.cost_per_item_usd), _num(r.mean_time_s),
+                 _num(r.wall_time_s), str(r.n_replicates), "★" if r.pareto else "",
+                 (r.unranked_reason or "").replace("|", "/")]
+        lines.append("| " + " | ".join(cells) + " |")
+    return lines
+
+
+def to_markdown(rows: list[LeaderboardRow]) -> str:
+    """One table per (task, tier), ranked rows first; an unranked row shows its reason."""
+    out: list[str] = []
+    for (task_id, tier), board in groupby(rows, key=lambda r: (r.task_id, r.tier)):
+        out += [f"## {task_id} · {tier}", "", *_board(list(board)), ""]
+    return "\n".join(out)
+
+
+def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
+    """Task score vs cost per run (log x) of the ranked rows, frontier drawn; rows without a
+    known positive cost are left out."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    costed = [(r.cost_per_run_usd, r.task_score, r) for r in rows
+              if r.cost_per_run_usd and r.task_score is not None and r.ranked]
+    fig, ax = plt.subplots(figsize=(9, 6), dpi=110)
+    ax.scatter([c for c, _, _ in costed], [s for _, s, _ in costed],
+               c=["tab:red" if r.pareto else "tab:blue" for _, _, r in costed], s=28)
+    for cost, score, r in costed:
+        ax.annotate(f"{r.model or r.agent_id}/{r.method}", (cost, score),
+                    fontsize=6, xytext=(3, 2), textcoords="offset points")
+    front = sorted((c, s) for c, s, r in costed if r.pareto)
+    ax.plot([c for c, _ in front], [s for _, s in front],
+            color="tab:red", linewidth=1, label="Pareto frontier")
+    ax.set_xscale("log")
+    ax.set_xlabel("cost per run (USD, log scale)")
+    names = sorted({r.primary_metric for r in rows if r.primary_metric})
+    ax.set_ylabel(", ".join(names) or "task score")
+    ax.set_title(title)
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(loc="lower right")
+    buf = io.BytesIO()
+    fig.tight_layout()
+    fig.savefig(buf, format="png")
+    plt.close(fig)
+    return buf.getvalue()
+
+
+@task(name="publish-leaderboard", task_run_name="publish-leaderboard-{name}")
+def publish_leaderboard(rows: list[LeaderboardRow], name: str) -> None:
+    """The leaderboard as a Prefect table artifact."""
+    create_table_artifact(
+        key=artifact_key(f"leaderboard-{name}"),
+        table=[flat_record(r) for r in rows],
+        description=f"Leaderboard of {name} (mean ± SE over replicates, cost, Pareto frontier)",
+    )
+
+
+@task(name="write-report", task_run_name="write-report-{name}")
+def write_report(rows: list[LeaderboardRow], name: str) -> ReportFiles:
+    """Write CSV, markdown and PNG under ``reports/<name>/``; a markdown artifact links them."""
+    out = Storage.from_settings().child(f"reports/{name}")
+    md = to_markdown(rows)
+    files = ReportFiles(
+        csv=out.write_text("leaderboard.csv", to_frame(rows).to_csv(index=False)),
+        markdown=out.write_text("leaderboard.md", f"# Leaderboard — {name}\n\n{md}"),
+        plot=out.write_bytes("cost_accuracy.png", plot_png(rows, f"Cost vs score — {name}")),
+    )
+    create_markdown_artifact(
+        key=artifact_key(f"report-{name}"),
+        markdown=f"# Report — {name}\n\n{md}\n\nFiles:\n\n- [CSV]({files.csv})\n"
+        f"- [markdown]({files.markdown})\n- [plot (PNG)]({files.plot})\n",
+    )
+    return files
+
+
+def report_name(task_id: str | None, pool: str | None, evaluator_version: str | None) -> str:
+    """Folder/artifact name of a report: ``<pool id>-v<N>``, the task id, or ``all``."""
+    from tasks_lib.scoring import pool_version
+
+    if pool:
+        found = pool_version(pool)
+        base = f"{found.pool_id}-v{found.version}"
+    else:
+        base = task_id or "all"
+    if evaluator_version is None:
+        return base
+    return f"{base}@{re.sub(r'[^A-Za-z0-9._+-]', '-', evaluator_version)}"

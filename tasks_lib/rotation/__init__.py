@@ -1,0 +1,24 @@
+"""Rotation: a version-locked, stratified evaluation subset drawn from published pools of any
+track (ARCHITECTURE §5: generic rotate).
+
+A kit supplies its :class:`~tasks_lib.rotation.kit.PoolRotation` (``kit.rotation``): the units of
+its pools with their stratum fields (QA: question by dataset/meta_info; MedBench: base item by
+task/specialty; imaging and challenge: case; RWE: study by design) and how a pool-shaped subset
+of some units is written. Sampling and seeding (:mod:`~tasks_lib.rotation.sampling`),
+publication, version locking, the ledger and the ``ACTIVE`` pointer
+(:mod:`~tasks_lib.rotation.subsets`) are shared; the flow is :func:`flows.rotate.rotate_pool`.
+"""
+
+from tasks_lib.rotation.sampling import allocate, quarter_seed
+from tasks_lib.rotation.subsets import (
+    ACTIVE_PREFIX,
+    SUBSET_FILE,
+    activate_subset,
+    active_subset,
+    resolve_pool,
+    subset_markdown,
+)
+from tasks_lib.rotation.types import ParentPool, SubsetManifest
+
+__all__ = ["ACTIVE_PREFIX", "SUBSET_FILE", "ParentPool", "SubsetManifest", "activate_subset",
+           "active_subset", "allocate", "quarter_seed", "resolve_pool", "subset_markdown"]

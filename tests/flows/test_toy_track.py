@@ -1,0 +1,152 @@
+"""A sixth track from one folder (issue 22): the test-only ``toy_slides`` kit
+(``tests/support/toy_track/``) registers by being imported and goes through build → audit →
+rotate → execute (scripted agent) → score → report → re-score with the same commands as every
+other track; nothing outside its folder names it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner, Result
+
+pytestmark = [pytest.mark.usefixtures("prefect_harness"),
+              pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bwrap sandbox not installed")]
+TASK = "toy-slides"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _toy_track(prefect_harness: None) -> Iterator[None]:
+    """Register the toy kit for this module only (importing its folder is all it takes; the
+    registries are restored afterwards so later modules see the shipped kits alone); configure
+    Prefect's console log handler before any `CliRunner` call (see test_verb_cli.py)."""
+    from prefect.logging.configuration import setup_logging
+
+    from tasks_lib.imaging.registry import IMAGING_KITS, register
+    from tasks_lib.tracks.base import KITS
+
+    setup_logging()
+    with pytest.MonkeyPatch.context() as mp:
+        for registry in (KITS, IMAGING_KITS):
+            mp.setattr(registry, "_entries", dict(registry._entries))
+        from support.toy_track.kit import KIT  # registers on first import
+
+        if KIT.track.value not in KITS:
+            register(KIT)
+        yield
+
+
+def _invoke(*args: str) -> Result:
+    from flows.cli import (  # noqa: F401  (register the commands and their routes)
+        audit,
+        build,
+        execute,
+        imaging,
+        ops,
+        runs,
+        score,
+    )
+    from flows.cli.groups import app
+
+    return CliRunner().invoke(app, list(args))
+
+
+def _json(*args: str) -> Any:
+    out = _invoke(*args)
+    assert out.exit_code == 0, out.output
+    return json.loads(out.stdout)
+
+
+@pytest.fixture(scope="module")
+def pool() -> str:
+    """The toy task's pool, built and published by the verb-first command."""
+    built = _json("pool", "build", "--task", TASK, "--json")
+    assert (built["track"], built["task_id"]) == ("toy_slides", TASK)
+    return str(built["manifest"]).removesuffix("/manifest.json")
+
+
+def test_the_kit_is_found_by_name_and_its_card_and_suite_beside_it() -> None:
+    from evaluators.core import Track
+    from tasks_lib.tracks.base import find_card, kit_for
+
+    card = find_card(TASK)
+    assert card.track is Track("toy_slides") and card.track.value == "toy_slides"
+    kit = kit_for(card.track)
+    assert kit.task_ids() == [TASK] and kit.suite_file is not None
+    assert kit.suite_file.parent.name == "toy_track"
+
+
+def test_build_is_reproducible_and_the_audit_is_clean(pool: str) -> None:
+    from tasks_lib.imaging.pool import read_manifest
+
+    m = read_manifest(pool)
+    assert [c.case_id for c in m.cases] == [f"s-{n:03d}" for n in range(9)]
+    assert m.classes == {0: "brick", 1: "grass", 2: "gravel"} and m.track == "toy_slides"
+    again = _json("pool", "build", "--task", TASK, "--json")
+    assert again["content_hash"] == m.content_hash and again["version"] == m.version
+    report = _json("audit", "pool", pool, "--json")
+    assert report["clean"] is True, report
+    assert all(f["passed"] for f in report["findings"]), report["findings"]
+
+
+def test_rotation_is_seeded(pool: str) -> None:
+    from tasks_lib.imaging.pool import read_manifest
+
+    version = read_manifest(pool).version
+
+    def rotate(seed: int) -> dict[str, Any]:
+        got: dict[str, Any] = _json("pool", "rotate", "--pools", f"{TASK}@v{version}",
+                                    "--size", "4", "--seed", str(seed), "--subset-id",
+                                    "toy-rot", "--json")
+        return got
+
+    first = rotate(3)
+    assert rotate(3) == first and first["n_items"] == 4 and first["version"] == 1
+    kept = [c["case_id"] for c in read_manifest(first["url"]).model_dump()["cases"]]
+    assert len(kept) == 4 and set(kept) < {f"s-{n:03d}" for n in range(9)}
+
+
+def test_scripted_agent_score_report_and_rescore(pool: str,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.ledger import store
+    from tasks_lib.tracks.base import kit_for
+
+    result = _json("execute", "--pool", pool, "--agents", "scripted-baseline")
+    [cell] = result["report"]["cells"]
+    assert (cell["agent_id"], cell["task_id"], cell["status"]) == (
+        "scripted-baseline", TASK, {"completed": 1})
+    (run_id,) = result["report"]["run_ids"]
+    card = _json("score", "--run", run_id, "--json")
+    assert card["task_score"] == 1.0  # the nearest-example recipe labels all 9 slides right
+    assert card["metrics"]["variant_balanced_accuracy"] == 1.0
+    board = _json("report", "--pool", pool, "--json")["rows"]
+    [row] = [r for r in board if r["agent_id"] == "scripted-baseline"]
+    assert (row["rank"], row["ranked"], row["pareto"], row["task_score"]) == (1, True, True, 1.0)
+    assert row["primary_metric"] == "vqa_exact_match" and row["evaluator_version"] == "toy-slides-1"
+    assert row["wall_time_s"] > 0 and row["cost_per_run_usd"] == 0.0
+    kit = kit_for("toy_slides")
+    monkeypatch.setattr(kit, "evaluator_version", "toy-slides-2")
+    assert _json("score", "--run", run_id, "--json")["evaluator_version"] == "toy-slides-2"
+    assert [r.evaluator_version for r in store.scores_for([run_id])][-2:] == [
+        "toy-slides-1", "toy-slides-2"]
+
+
+def test_baselines_are_ordered_and_under_their_floors(pool: str, tmp_path: Path) -> None:
+    from support.toy_track.kit import KIT
+
+    from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
+    from tasks_lib.imaging.pool import read_manifest
+
+    card, m = KIT.card(TASK), read_manifest(pool)
+    assert card is not None
+    values = {}
+    for kind in BaselineKind:
+        sub = write_submission(baseline_files(kind, pool, m), tmp_path / kind.value)
+        values[kind.value] = KIT.score_folder(card, pool, sub).task_score
+    assert values == {"perfect": 1.0, "classical": 1.0, "constant": pytest.approx(1 / 3),
+                      "empty": 0.0}
