@@ -17,7 +17,13 @@ from tasks_lib.rotation.subsets import draw_subset, publish_subset, resolve_pare
 from tasks_lib.rotation.types import SubsetRequest
 
 
-@flow(name="rotate-pool", flow_run_name="rotate-{subset_id}", log_prints=True)
+def _run_name() -> str:
+    """``rotate-<subset id>``, or ``rotate-<parent pools>`` when the id is left to default."""
+    params = flow_run.parameters
+    return f"rotate-{params.get('subset_id') or '+'.join(params.get('pools') or [])}"
+
+
+@flow(name="rotate-pool", flow_run_name=_run_name, log_prints=True)
 def rotate_pool(
     pools: list[str],
     size: int = 300,

@@ -21,17 +21,25 @@ TASK = "toy-slides"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _toy_track(prefect_harness: None) -> Iterator[None]:
+def _toy_track(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
+               ) -> Iterator[None]:
     """Register the toy kit for this module only (importing its folder is all it takes; the
-    registries are restored afterwards so later modules see the shipped kits alone); configure
-    Prefect's console log handler before any `CliRunner` call (see test_verb_cli.py)."""
+    registries are restored afterwards so later modules see the shipped kits alone), on a
+    storage root and ledger of its own (the kit contract test publishes a toy pool with an
+    audit override in the shared ones); configure Prefect's console log handler before any
+    `CliRunner` call (see test_verb_cli.py)."""
     from prefect.logging.configuration import setup_logging
 
     from tasks_lib.imaging.registry import IMAGING_KITS, register
+    from tasks_lib.settings import reset_settings
     from tasks_lib.tracks.base import KITS
 
     setup_logging()
+    root = tmp_path_factory.mktemp("toy-track")
     with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("MEDFLOWS_STORAGE_URL", str(root / "storage"))
+        mp.setenv("MEDFLOWS_LEDGER_URL", f"sqlite:///{root / 'ledger.db'}")
+        reset_settings()
         for registry in (KITS, IMAGING_KITS):
             mp.setattr(registry, "_entries", dict(registry._entries))
         from support.toy_track.kit import KIT  # registers on first import
@@ -39,6 +47,7 @@ def _toy_track(prefect_harness: None) -> Iterator[None]:
         if KIT.track.value not in KITS:
             register(KIT)
         yield
+    reset_settings()
 
 
 def _invoke(*args: str) -> Result:
