@@ -16,7 +16,7 @@ from evaluators.core import Track
 from expectations import SuiteSpec
 from tasks_lib.audits.baselines import Baseline
 from tasks_lib.harness.environment import Environment
-from tasks_lib.imaging.baselines import BaselineFiles, BaselineKind
+from tasks_lib.imaging.baselines import BaselineFiles
 from tasks_lib.imaging.checks import CaseCheck, check_text_case
 from tasks_lib.imaging.dataset import FolderLayout, user_card
 from tasks_lib.imaging.pool import load_task, read_manifest
@@ -49,7 +49,6 @@ class ImagingKit(TrackKit):
     """An imaging track: generated pools of cases, file submissions, GX-validated frames."""
 
     evaluator_version = EVALUATOR_VERSION
-    baseline_kinds = tuple(k.value for k in BaselineKind)
     rotation = CaseRotation()
 
     def __init__(self, track: Track, *, render: Renderer, measure: Inspector,

@@ -36,8 +36,6 @@ class TrackKit(ABC):
             any of them; every listed one lands on the score card.
         suite: Great Expectations suite validating the kit's measurement frame (None: the kit
             validates structurally, e.g. QA answers).
-        baseline_kinds: Baseline submissions the kit can write (``perfect``, ``empty``,
-            ``constant``, …) for golden tests.
         limits: What inspecting one submission may cost (file and decompressed sizes, JSON
             depth and numbers, entries); every reader of a submitted file checks them before
             it allocates (:mod:`tasks_lib.tracks.limits`).
@@ -47,7 +45,6 @@ class TrackKit(ABC):
     evaluator_version: str
     supported_metrics: tuple[str, ...]
     suite: str | None = None
-    baseline_kinds: tuple[str, ...] = ()
     limits: SubmissionLimits = DEFAULT_LIMITS
     stage_rubric: str | None = None
     """Stage-rubric set (``evaluators/judges/rubrics/<name>.yaml``) the S1–S3 judges grade this

@@ -42,7 +42,6 @@ class RweKit(TrackKit):
     rotation = StudyRotation()
     supported_metrics = ("rwe_acc", "rwe_rar", "rwe_smr", "rwe_sr", "rwe_cr")
     score_in_sandbox = False
-    baseline_kinds = ("perfect", "empty", "constant")
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
         """Metrics and screening of one run (see :func:`tasks_lib.rwe.scoring.score_rwe_run`);
