@@ -5,14 +5,13 @@ other track; nothing outside its folder names it."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner, Result
+from support.cli import invoke_json
 
 pytestmark = [pytest.mark.usefixtures("prefect_harness"),
               pytest.mark.skipif(shutil.which("bwrap") is None,
@@ -50,31 +49,10 @@ def _toy_track(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
     reset_settings()
 
 
-def _invoke(*args: str) -> Result:
-    from flows.cli import (  # noqa: F401  (register the commands and their routes)
-        audit,
-        build,
-        execute,
-        imaging,
-        ops,
-        runs,
-        score,
-    )
-    from flows.cli.groups import app
-
-    return CliRunner().invoke(app, list(args))
-
-
-def _json(*args: str) -> Any:
-    out = _invoke(*args)
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)
-
-
 @pytest.fixture(scope="module")
 def pool() -> str:
     """The toy task's pool, built and published by the verb-first command."""
-    built = _json("pool", "build", "--task", TASK, "--json")
+    built = invoke_json("pool", "build", "--task", TASK, "--json")
     assert (built["track"], built["task_id"]) == ("toy_slides", TASK)
     return str(built["manifest"]).removesuffix("/manifest.json")
 
@@ -96,9 +74,9 @@ def test_build_is_reproducible_and_the_audit_is_clean(pool: str) -> None:
     m = read_manifest(pool)
     assert [c.case_id for c in m.cases] == [f"s-{n:03d}" for n in range(9)]
     assert m.classes == {0: "brick", 1: "grass", 2: "gravel"} and m.track == "toy_slides"
-    again = _json("pool", "build", "--task", TASK, "--json")
+    again = invoke_json("pool", "build", "--task", TASK, "--json")
     assert again["content_hash"] == m.content_hash and again["version"] == m.version
-    report = _json("audit", "pool", pool, "--json")
+    report = invoke_json("audit", "pool", pool, "--json")
     assert report["clean"] is True, report
     assert all(f["passed"] for f in report["findings"]), report["findings"]
 
@@ -109,9 +87,9 @@ def test_rotation_is_seeded(pool: str) -> None:
     version = read_manifest(pool).version
 
     def rotate(seed: int) -> dict[str, Any]:
-        got: dict[str, Any] = _json("pool", "rotate", "--pools", f"{TASK}@v{version}",
-                                    "--size", "4", "--seed", str(seed), "--subset-id",
-                                    "toy-rot", "--json")
+        got: dict[str, Any] = invoke_json("pool", "rotate", "--pools", f"{TASK}@v{version}",
+                                          "--size", "4", "--seed", str(seed), "--subset-id",
+                                          "toy-rot", "--json")
         return got
 
     first = rotate(3)
@@ -125,22 +103,22 @@ def test_scripted_agent_score_report_and_rescore(pool: str,
     from tasks_lib.ledger import store
     from tasks_lib.tracks.base import kit_for
 
-    result = _json("execute", "--pool", pool, "--agents", "scripted-baseline")
+    result = invoke_json("execute", "--pool", pool, "--agents", "scripted-baseline")
     [cell] = result["report"]["cells"]
     assert (cell["agent_id"], cell["task_id"], cell["status"]) == (
         "scripted-baseline", TASK, {"completed": 1})
     (run_id,) = result["report"]["run_ids"]
-    card = _json("score", "--run", run_id, "--json")
+    card = invoke_json("score", "--run", run_id, "--json")
     assert card["task_score"] == 1.0  # the nearest-example recipe labels all 9 slides right
     assert card["metrics"]["variant_balanced_accuracy"] == 1.0
-    board = _json("report", "--pool", pool, "--json")["rows"]
+    board = invoke_json("report", "--pool", pool, "--json")["rows"]
     [row] = [r for r in board if r["agent_id"] == "scripted-baseline"]
     assert (row["rank"], row["ranked"], row["pareto"], row["task_score"]) == (1, True, True, 1.0)
     assert row["primary_metric"] == "vqa_exact_match" and row["evaluator_version"] == "toy-slides-1"
     assert row["wall_time_s"] > 0 and row["cost_per_run_usd"] == 0.0
     kit = kit_for("toy_slides")
     monkeypatch.setattr(kit, "evaluator_version", "toy-slides-2")
-    assert _json("score", "--run", run_id, "--json")["evaluator_version"] == "toy-slides-2"
+    assert invoke_json("score", "--run", run_id, "--json")["evaluator_version"] == "toy-slides-2"
     assert [r.evaluator_version for r in store.scores_for([run_id])][-2:] == [
         "toy-slides-1", "toy-slides-2"]
 

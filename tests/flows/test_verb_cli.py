@@ -4,14 +4,13 @@ printing the same JSON."""
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import invoke, invoke_json
 from support.paths import QA_SOURCE
-from typer.testing import CliRunner, Result
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 HARD = str(QA_SOURCE / "predictions" / "hard.csv.gz")
@@ -30,29 +29,6 @@ def _prefect_logs_to_the_real_stderr(prefect_harness: None) -> None:
     setup_logging()
 
 
-def _invoke(*args: str) -> Result:
-    from flows.cli import (  # noqa: F401  (register the commands and their routes)
-        build,
-        challenge,
-        execute,
-        imaging,
-        medbench,
-        qa,
-        runs,
-        rwe,
-        score,
-    )
-    from flows.cli.groups import app
-
-    return CliRunner().invoke(app, list(args))
-
-
-def _json(*args: str) -> Any:
-    out = _invoke(*args)
-    assert out.exit_code == 0, out.output
-    return json.loads(out.stdout)
-
-
 def _same_build(alias: dict[str, Any], verb: dict[str, Any]) -> None:
     assert {k: alias.get(k) for k in SAME_BUILD} == {k: verb.get(k) for k in SAME_BUILD}
     assert alias["content_hash"]
@@ -62,28 +38,29 @@ def _same_build(alias: dict[str, Any], verb: dict[str, Any]) -> None:
 def qa_pool(tmp_path_factory: pytest.TempPathFactory) -> str:
     """A QA pool built by the verb and by the alias: the same pool."""
     root = tmp_path_factory.mktemp("verb-qa")
-    verb = _json("pool", "build", "--task", "medqa", "--pool-id", "verb-qa", "--out",
-                 str(root / "verb"), *QA_OPTIONS)
-    alias = _json("pool", "build", "qa", "--datasets", "medqa", "--pool-id", "verb-qa-alias",
-                  "--out", str(root / "alias"), *QA_OPTIONS)
+    verb = invoke_json("pool", "build", "--task", "medqa", "--pool-id", "verb-qa", "--out",
+                       str(root / "verb"), *QA_OPTIONS)
+    alias = invoke_json("pool", "build", "qa", "--datasets", "medqa", "--pool-id", "verb-qa-alias",
+                        "--out", str(root / "alias"), *QA_OPTIONS)
     _same_build(alias, verb)
     assert verb["datasets"] == {"medqa": 4}
     return str(verb["manifest"]).removesuffix("/manifest.json")
 
 
 def test_build_by_task_equals_the_imaging_alias(tmp_path: Path) -> None:
-    verb = _json("pool", "build", "--task", "brain-lesion-vqa", "--out", str(tmp_path / "v"),
-                 "--json")
-    alias = _json("pool", "build", "imaging", "--task", "brain-lesion-vqa", "--out",
-                  str(tmp_path / "a"), "--json")
+    verb = invoke_json("pool", "build", "--task", "brain-lesion-vqa", "--out", str(tmp_path / "v"),
+                       "--json")
+    alias = invoke_json("pool", "build", "imaging", "--task", "brain-lesion-vqa", "--out",
+                        str(tmp_path / "a"), "--json")
     _same_build(alias, verb)
     assert verb["track"] == "vqa"
 
 
 def test_build_by_task_equals_the_challenge_alias(tmp_path: Path) -> None:
-    verb = _json("pool", "build", "--task", "ldct-iqa", "--out", str(tmp_path / "v"), "--json")
-    alias = _json("pool", "build", "challenge", "--task", "ldct-iqa", "--out",
-                  str(tmp_path / "a"), "--json")
+    verb = invoke_json("pool", "build", "--task", "ldct-iqa", "--out", str(tmp_path / "v"),
+                       "--json")
+    alias = invoke_json("pool", "build", "challenge", "--task", "ldct-iqa", "--out",
+                        str(tmp_path / "a"), "--json")
     _same_build(alias, verb)
     assert verb["track"] == "challenge" and verb["cases"] == alias["cases"]
 
@@ -99,7 +76,7 @@ def test_build_by_task_equals_the_challenge_alias(tmp_path: Path) -> None:
     (["score", "--run", "no-such-run"], "in the ledger (see: medflows runs list)"),
 ])
 def test_user_mistakes_are_one_error_line(args: list[str], says: str) -> None:
-    out = _invoke(*args)
+    out = invoke(*args)
     assert out.exit_code == 2, out.output
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ") and says in lines[0], lines
@@ -110,7 +87,7 @@ def test_every_shipped_kit_has_one_build_and_one_execute_route() -> None:
     from tasks_lib.errors import InputDataError
     from tasks_lib.tracks.base import KITS
 
-    _invoke("--help")  # registers every command module's routes
+    invoke("--help")  # registers every command module's routes
     for kit in KITS.names():
         assert route_for(BUILD_ROUTES, kit).task_option
         assert route_for(EXECUTE_ROUTES, kit).path[0] == "execute"
@@ -121,26 +98,26 @@ def test_every_shipped_kit_has_one_build_and_one_execute_route() -> None:
 def test_execute_by_pool_replays_and_score_by_run_appends_a_row(qa_pool: str) -> None:
     from tasks_lib.ledger import store
 
-    runs = _json("execute", "--pool", qa_pool, "--replay", HARD, "--replay-models", "gpt-4o",
-                 "--replay-methods", "zero_shot", "--no-progress")
+    runs = invoke_json("execute", "--pool", qa_pool, "--replay", HARD, "--replay-models", "gpt-4o",
+                       "--replay-methods", "zero_shot", "--no-progress")
     assert [r["agent_id"] for r in runs] == ["replay:gpt-4o@zero_shot"]
     run_id = runs[0]["run_id"]
     assert store.scores_for([run_id]) == []
-    card = _json("score", "--run", run_id, "--json")
-    assert card == _json("score", "run", run_id, "--json")  # the alias prints the same card
+    card = invoke_json("score", "--run", run_id, "--json")
+    assert card == invoke_json("score", "run", run_id, "--json")  # the alias prints the same card
     assert [r.evaluator_version for r in store.scores_for([run_id])] == [
         card["evaluator_version"]]
-    rows = _json("score", "--pool", qa_pool)
+    rows = invoke_json("score", "--pool", qa_pool)
     assert [(r["run_id"], r["task_score"]) for r in rows] == [(run_id, card["task_score"])]
-    assert _json("score", "qa", "--pool", qa_pool)[0]["accuracy_macro"] == card["task_score"]
+    assert invoke_json("score", "qa", "--pool", qa_pool)[0]["accuracy_macro"] == card["task_score"]
     assert len(store.scores_for([run_id])) == 1  # append-only: same version, no second row
 
 
 def test_execute_alias_and_unused_option(qa_pool: str) -> None:
-    runs = _json("execute", "qa", "--pool", qa_pool, "--replay", HARD, "--replay-models",
-                 "o3-mini", "--replay-methods", "zero_shot", "--no-progress")
+    runs = invoke_json("execute", "qa", "--pool", qa_pool, "--replay", HARD, "--replay-models",
+                       "o3-mini", "--replay-methods", "zero_shot", "--no-progress")
     assert [r["agent_id"] for r in runs] == ["replay:o3-mini@zero_shot"]
-    out = _invoke("execute", "--pool", qa_pool, "--tiers", "lite")
+    out = invoke("execute", "--pool", qa_pool, "--tiers", "lite")
     assert out.exit_code == 2 and "--tiers: not an option" in out.stderr
     assert "`medflows execute qa` takes" in out.stderr
 
@@ -148,15 +125,15 @@ def test_execute_alias_and_unused_option(qa_pool: str) -> None:
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap sandbox not installed")
 def test_execute_by_pool_runs_a_research_cell(tmp_path: Path) -> None:
-    built = _json("pool", "build", "--task", "ldct-iqa", "--json")
+    built = invoke_json("pool", "build", "--task", "ldct-iqa", "--json")
     pool = str(built["manifest"]).removesuffix("/manifest.json")
-    result = _json("execute", "--pool", pool, "--agents", "scripted-baseline")
+    result = invoke_json("execute", "--pool", pool, "--agents", "scripted-baseline")
     cells = result["report"]["cells"]
     assert [(c["agent_id"], c["task_id"], c["status"]) for c in cells] == [
         ("scripted-baseline", "ldct-iqa", {"completed": 1})]
     (run_id,) = result["report"]["run_ids"]
-    again = _json("score", "--run", run_id, "--json")
+    again = invoke_json("score", "--run", run_id, "--json")
     assert again["task_score"] == pytest.approx(cells[0]["task_score"]["mean"])
-    other = _invoke("execute", "--pool", pool, "--agents", "scripted-baseline",
-                    "--task", "isles22")
+    other = invoke("execute", "--pool", pool, "--agents", "scripted-baseline",
+                   "--task", "isles22")
     assert other.exit_code == 2 and "isles22 not in this pool" in other.stderr
