@@ -48,6 +48,7 @@ from tasks_lib.audits.null_agents import check_null_agents
 from tasks_lib.audits.pool import pool_info
 from tasks_lib.audits.report import AuditReport, Finding, GateRecord, Severity
 from tasks_lib.audits.tampering import check_grader_tampering
+from tasks_lib.compute import shared_dask
 from tasks_lib.pool_lock import AUDIT_JSON, write_lock
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
@@ -81,7 +82,7 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     """
     info = pool_info(pool_url)
     model = judge_model or get_settings().judge_model
-    with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp, shared_dask():
         work = Path(tmp)
         findings = [_guard("null_agents", lambda: check_null_agents(info, work)),
                     _guard("answer_key", lambda: check_answer_key(info)),

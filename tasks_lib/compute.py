@@ -12,7 +12,8 @@ import ctypes
 import logging
 import os
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
 
@@ -34,14 +35,57 @@ ONE_THREAD_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREAD
 ``n_workers`` one-thread processes use ``n_workers`` cores and no more."""
 
 
+class _SharedClient:
+    """The one client of a :func:`shared_dask` block (started on first use)."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self.client: Client | None = None
+
+    def get(self, n_workers: int, threads_per_worker: int) -> Client:
+        """The shared client (the first call's sizes start it)."""
+        if self.client is None:
+            self.client = self.stack.enter_context(_new_client(n_workers, threads_per_worker))
+        return self.client
+
+
+_SHARED: ContextVar[_SharedClient | None] = ContextVar("medflows_shared_dask", default=None)
+"""Inside :func:`shared_dask`: the client its :func:`dask_client` calls share."""
+
+
+@contextmanager
+def shared_dask() -> Iterator[None]:
+    """Inside, every :func:`dask_client` call (in this context) shares one client, started at
+    the first call and closed on leaving; for work that scores many small submissions in a row
+    (the exploit audit's baselines), so a LocalCluster starts once, not once per submission."""
+    with ExitStack() as stack:
+        token = _SHARED.set(_SharedClient(stack))
+        try:
+            yield
+        finally:
+            _SHARED.reset(token)
+
+
 @contextmanager
 def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Client]:
-    """A client for the configured scheduler, or for a LocalCluster that is closed afterwards.
+    """A client for the configured scheduler, or for a LocalCluster that is closed afterwards
+    (inside :func:`shared_dask`: its one client, kept open until the block ends).
 
     Args:
         n_workers: Worker processes of the LocalCluster (ignored with a scheduler address).
         threads_per_worker: Threads per LocalCluster worker (ignored likewise).
     """
+    shared = _SHARED.get()
+    if shared is not None:
+        yield shared.get(n_workers, threads_per_worker)
+        return
+    with _new_client(n_workers, threads_per_worker) as client:
+        yield client
+
+
+@contextmanager
+def _new_client(n_workers: int, threads_per_worker: int) -> Iterator[Client]:
+    """A fresh client of the configured scheduler or of a new LocalCluster."""
     address = get_settings().dask_address
     if address:
         with Client(address, timeout=CONNECT_TIMEOUT_S) as client:  # type: ignore[no-untyped-call]

@@ -69,12 +69,7 @@ def test_every_registered_kit_is_audited_here() -> None:
     assert set(BUILDERS) == set(KITS.names())
 
 
-SLOW_POOLS = {"segmentation"}
-"""Pools whose audit scores 3D volumes on a Dask cluster seven times (about 3 min on 2 cores)."""
-
-
-@pytest.mark.parametrize("track", [pytest.param(t, marks=pytest.mark.slow) if t in SLOW_POOLS
-                                   else t for t in sorted(KITS.names())])
+@pytest.mark.parametrize("track", sorted(KITS.names()))
 def test_every_probe_runs_on_every_kind_of_pool(track: str, tmp_path: Path) -> None:
     report = audit_pool(BUILDERS[track](tmp_path), judge_model="rules", sandbox=False)
     assert report.track.value == track
