@@ -226,16 +226,6 @@ def load_card(track: Track, task_id: str, root: Path | None = None) -> TaskSpec:
     return card
 
 
-def find_card(task_id: str, tracks: list[Track]) -> TaskSpec:
-    """The card of ``task_id`` in whichever of ``tracks`` holds it under ``datasets/`` (every
-    kit's cards: :func:`tasks_lib.tracks.base.find_card`)."""
-    for track in tracks:
-        if (cards_dir(track) / task_id / "task.yaml").is_file():
-            return load_card(track, task_id)
-    known = [tid for track in tracks for tid in list_cards(track)]
-    raise UnknownNameError("task", task_id, known)
-
-
 def load_card_file(path: Path) -> TaskSpec:
     """Load a card from any path (used for cards outside ``datasets/``)."""
     try:
