@@ -30,8 +30,8 @@ from tasks_lib.ledger import store
 from tasks_lib.records import RUN_JSON, SUBMISSION, RunRecord, read_run, run_store
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage, StorageKeyError
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, violation
 from tasks_lib.tracks.base import kit_for
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, violation
 
 CHUNK = 1024 * 1024
 """Bytes read at a time: files are streamed, never read whole."""

@@ -258,7 +258,7 @@ def _unhex(raw: bytes) -> bytes | None:
 def _npy(data: bytes, limits: DecodeLimits) -> NDArray[Any] | None:
     from tasks_lib.errors import InvalidSubmissionError
     from tasks_lib.imaging.decoders import load_image
-    from tasks_lib.tracks.limits import SubmissionLimits
+    from tasks_lib.submission_limits import SubmissionLimits
 
     sub = SubmissionLimits(max_array_bytes=limits.max_array_bytes)
     try:
@@ -270,7 +270,7 @@ def _npy(data: bytes, limits: DecodeLimits) -> NDArray[Any] | None:
 def _nifti(data: bytes, limits: DecodeLimits) -> NDArray[Any] | None:
     from tasks_lib.errors import InvalidSubmissionError
     from tasks_lib.imaging.decoders import load_label_map
-    from tasks_lib.tracks.limits import SubmissionLimits
+    from tasks_lib.submission_limits import SubmissionLimits
 
     sub = SubmissionLimits(max_array_bytes=limits.max_array_bytes,
                            max_decompressed_bytes=limits.max_stream_bytes)

@@ -21,8 +21,8 @@ from tasks_lib.challenge.pool import ILLUSTRATIVE
 from tasks_lib.challenge.rank import RankReport, rank_graded
 from tasks_lib.domain import Frozen
 from tasks_lib.records import ScoreCard
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 MEDALS = (("gold", 0.10), ("silver", 0.20), ("bronze", 0.40))
 """Kaggle's medal bands for competitions with fewer than 100 teams (the rule MLE-bench uses):

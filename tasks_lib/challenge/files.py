@@ -12,7 +12,7 @@ import numpy as np
 
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.sources import FileFormat
-from tasks_lib.tracks.limits import (
+from tasks_lib.submission_limits import (
     DEFAULT_LIMITS,
     SubmissionLimits,
     loads_json,

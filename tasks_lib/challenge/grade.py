@@ -32,8 +32,8 @@ from tasks_lib.challenge.files import case_file, check_shape, load_case, shape_o
 from tasks_lib.challenge.rank import RankReport, rank_graded
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError, InvalidSubmissionError
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, read_capped
 from tasks_lib.taskspec import Aggregate, GradingScope, MetricRef, TaskSpec
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, read_capped
 
 SUBMISSION_CSV = "submission.csv"
 REFERENCE_CSV = "test_labels.csv"

@@ -1,6 +1,6 @@
 """Bounded decoders of one submitted output's bytes: NIfTI label maps, NPY images, detection JSON.
 
-Each decoder works within the track kit's :class:`~tasks_lib.tracks.limits.SubmissionLimits`:
+Each decoder works within the track kit's :class:`~tasks_lib.submission_limits.SubmissionLimits`:
 an array's header-declared size is checked against the case's grid before anything is allocated
 or inflated, pickles are refused, JSON is parsed with size, depth and length caps. A file that
 breaks a limit or does not parse raises :class:`InvalidSubmissionError` naming the rule; the
@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging import codecs
 from tasks_lib.imaging.types import CaseEntry
-from tasks_lib.tracks.limits import (
+from tasks_lib.submission_limits import (
     DEFAULT_LIMITS,
     SubmissionLimits,
     iter_gunzip,

@@ -47,7 +47,7 @@ from tasks_lib.imaging.readers import (
 )
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, Visibility
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, csv_table, loads_json
+from tasks_lib.submission_limits import DEFAULT_LIMITS, csv_table, loads_json
 
 PUB, PRIV = Visibility.PUBLIC, Visibility.PRIVATE
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")

@@ -1,6 +1,6 @@
 """Bounded readers of a user's image files (NIfTI, PNG, TIFF, DICOM bytes), for ingest.
 
-Every file goes through the readers of :mod:`tasks_lib.tracks.limits` (size cap before reading,
+Every file goes through the readers of :mod:`tasks_lib.submission_limits` (size cap before reading,
 streamed gzip with a cap, header-declared array size checked before the data is allocated). A
 file that breaks a limit or does not parse is the user's mistake: :class:`InputDataError` naming
 the file (relative to the folder given on the command line).
@@ -20,7 +20,7 @@ from nibabel.wrapstruct import WrapStructError
 from numpy.typing import NDArray
 
 from evaluators.core import InputDataError, InvalidSubmissionError
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, gunzip_capped, read_capped
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, gunzip_capped, read_capped
 
 INGEST_LIMITS = SubmissionLimits(max_file_bytes=1024 * 1024 * 1024,
                                  max_decompressed_bytes=2 * 1024 * 1024 * 1024,

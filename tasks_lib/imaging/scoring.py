@@ -24,8 +24,8 @@ from tasks_lib.imaging.submission import read_text_table, safe_read
 from tasks_lib.imaging.types import FrameRow, PoolManifest
 from tasks_lib.records import CaseScore, ScoreCard, ValidationReport
 from tasks_lib.storage import Storage
+from tasks_lib.submission_limits import SubmissionLimits
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.limits import SubmissionLimits
 
 
 def kit_limits(m: PoolManifest) -> SubmissionLimits:

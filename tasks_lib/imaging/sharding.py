@@ -31,7 +31,7 @@ from tasks_lib.imaging.submission import safe_read
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
-from tasks_lib.tracks.limits import SubmissionLimits
+from tasks_lib.submission_limits import SubmissionLimits
 
 Z_CHUNK = 16
 

@@ -25,7 +25,7 @@ from numpy.typing import NDArray
 from tasks_lib.errors import InvalidSubmissionError
 from tasks_lib.imaging.decoders import load_image, load_label_map, parse_boxes, shape_text
 from tasks_lib.imaging.types import CaseEntry, FrameRow, PoolManifest
-from tasks_lib.tracks.limits import (
+from tasks_lib.submission_limits import (
     DEFAULT_LIMITS,
     SubmissionLimits,
     csv_table,

@@ -16,8 +16,8 @@ from evaluators.core import InputDataError, Registry, Track, UnknownNameError
 from tasks_lib.audits.kit_data import AnswerKeyData
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.storage import Storage
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits
 from tasks_lib.taskspec import TaskSpec, list_cards, load_card
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
@@ -38,7 +38,7 @@ class TrackKit(ABC):
             validates structurally, e.g. QA answers).
         limits: What inspecting one submission may cost (file and decompressed sizes, JSON
             depth and numbers, entries); every reader of a submitted file checks them before
-            it allocates (:mod:`tasks_lib.tracks.limits`).
+            it allocates (:mod:`tasks_lib.submission_limits`).
     """
 
     track: Track

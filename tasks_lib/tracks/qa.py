@@ -25,9 +25,9 @@ from tasks_lib.qa.runner import QAAnswer
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, loads_json, violation
 from tasks_lib.taskspec import load_card
 from tasks_lib.tracks.base import KITS, TrackKit
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits, loads_json, violation
 
 ANSWERS = "answers.jsonl"
 

@@ -1,4 +1,4 @@
-"""The bounded readers of :mod:`tasks_lib.tracks.limits` on their own."""
+"""The bounded readers of :mod:`tasks_lib.submission_limits` on their own."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import os
 import pytest
 
 from evaluators.core import InvalidSubmissionError
-from tasks_lib.tracks.limits import (
+from tasks_lib.submission_limits import (
     SubmissionLimits,
     csv_table,
     display_name,

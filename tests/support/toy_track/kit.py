@@ -48,8 +48,8 @@ from tasks_lib.imaging.submission import _measure_table, read_text_table
 from tasks_lib.imaging.types import Artifact, CaseEntry, FrameRow, PoolManifest, Visibility
 from tasks_lib.sources import GeneratedSource
 from tasks_lib.storage import Storage
+from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.limits import DEFAULT_LIMITS, SubmissionLimits
 
 HERE = Path(__file__).parent
 TRACK = Track("toy_slides")
