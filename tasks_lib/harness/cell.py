@@ -193,7 +193,7 @@ def _drive(loop: AgentLoop, session: AgentSession, recorder: TraceRecorder) -> E
             violations=outcome.violations)
     except openai.APIError as exc:
         return stopped(f"{type(exc).__name__}: {exc}")
-    except Exception as exc:
+    except Exception as exc:  # a host-side crash mid-run: recorded; the run and its cost are kept
         recorder.event(EventKind.HOST, 0, error=f"{type(exc).__name__}: {exc}"[:500])
         return stopped(f"host: {type(exc).__name__}: {str(exc)[:500]}")
 
@@ -270,7 +270,7 @@ def _store_outputs(plan: CellPlan, recorder: TraceRecorder, execution: Execution
     try:
         for note in copy_submission(source, plan.submission) if source else []:
             recorder.event(EventKind.HOST, execution.turns, submission=f"left out: {note}")
-    except Exception as exc:
+    except Exception as exc:  # the copy failed on the agent's files: recorded, run kept
         problems.append(f"submission copy failed: {type(exc).__name__}: {str(exc)[:300]}")
         plan.submission.mkdir(parents=True, exist_ok=True)
     if not problems:

@@ -207,8 +207,10 @@ def read_text_table(root: Path, name: str, key: str, value: str,
     return [(r[key] or "", r[value] or "") for r in table]
 
 
-def _measure_table(root: Path, m: PoolManifest, key: str, value: str,
-                   limits: SubmissionLimits) -> list[FrameRow]:
+def measure_table(root: Path, m: PoolManifest, key: str, value: str,
+                  limits: SubmissionLimits) -> list[FrameRow]:
+    """Measurement rows of a one-table submission (``key`` → ``value`` per case; a track whose
+    answer is one text or label per case, e.g. VQA, reports, the toy slides)."""
     name = m.cases[0].output
     try:
         pairs = read_text_table(root, name, key, value, limits)
@@ -249,13 +251,13 @@ Inspector = Callable[[Path, PoolManifest, SubmissionLimits], list[FrameRow]]
 def measure_answers(root: Path, m: PoolManifest,
                     limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     """Measurements of a VQA answers table (``question_id,answer``)."""
-    return _measure_table(root, m, "question_id", "answer", limits)
+    return measure_table(root, m, "question_id", "answer", limits)
 
 
 def measure_reports(root: Path, m: PoolManifest,
                     limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     """Measurements of a reports table (``case_id,report``)."""
-    return _measure_table(root, m, "case_id", "report", limits)
+    return measure_table(root, m, "case_id", "report", limits)
 
 
 def _extra_row(name: str, symlink: bool) -> FrameRow:

@@ -44,7 +44,7 @@ from tasks_lib.imaging.kit import ImagingKit
 from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.imaging.registry import register
 from tasks_lib.imaging.render import Rendered
-from tasks_lib.imaging.submission import _measure_table, read_text_table
+from tasks_lib.imaging.submission import measure_table, read_text_table
 from tasks_lib.imaging.types import Artifact, CaseEntry, FrameRow, PoolManifest, Visibility
 from tasks_lib.sources import GeneratedSource
 from tasks_lib.storage import Storage
@@ -167,7 +167,7 @@ def render(card: TaskSpec) -> Rendered:
 def measure(root: Path, m: PoolManifest,
             limits: SubmissionLimits = DEFAULT_LIMITS) -> list[FrameRow]:
     """Measurements of ``predictions.csv`` (``case_id,label``)."""
-    return _measure_table(root, m, "case_id", "label", limits)
+    return measure_table(root, m, "case_id", "label", limits)
 
 
 def _labels(sub: Path, pool: Storage, m: PoolManifest, valid: list[str]
