@@ -27,7 +27,7 @@ def main() -> None:
     from flows.cli import imaging as imaging
     from flows.cli import medbench as medbench
     from flows.cli import medbench_endpoints as medbench_endpoints
-    from flows.cli import medbench_submit as medbench_submit
+    from flows.cli import medbench_upload_mode as medbench_upload_mode
     from flows.cli import ops as ops
     from flows.cli import qa as qa
     from flows.cli import review as review

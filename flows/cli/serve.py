@@ -24,7 +24,7 @@ def serve(
     randomized splits, version-locked uploads scored by the score flow, scores."""
     import uvicorn
 
-    from flows.cli.medbench_submit import split_source
+    from flows.cli.medbench_upload_mode import split_source
     from flows.score import score_run
     from tasks_lib.medbench.service import create_app
 

@@ -29,24 +29,12 @@ def _toy_track(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
     `CliRunner` call (see test_verb_cli.py)."""
     from prefect.logging.configuration import setup_logging
 
-    from tasks_lib.imaging.registry import IMAGING_KITS, register
-    from tasks_lib.settings import reset_settings
-    from tasks_lib.tracks.base import KITS
+    from support.isolated import own_storage_and_ledger
+    from support.kit_pools import with_test_kits
 
     setup_logging()
-    root = tmp_path_factory.mktemp("toy-track")
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setenv("MEDFLOWS_STORAGE_URL", str(root / "storage"))
-        mp.setenv("MEDFLOWS_LEDGER_URL", f"sqlite:///{root / 'ledger.db'}")
-        reset_settings()
-        for registry in (KITS, IMAGING_KITS):
-            mp.setattr(registry, "_entries", dict(registry._entries))
-        from support.toy_track.kit import KIT  # registers on first import
-
-        if KIT.track.value not in KITS:
-            register(KIT)
+    with own_storage_and_ledger(tmp_path_factory.mktemp("toy-track")), with_test_kits():
         yield
-    reset_settings()
 
 
 @pytest.fixture(scope="module")

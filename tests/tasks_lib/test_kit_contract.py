@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from support.isolated import own_storage_and_ledger
 from support.kit_pools import KitPools, with_test_kits
 from typer.testing import CliRunner
 
@@ -35,14 +36,17 @@ BREACH = "isolation: read private/ (the references)"
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _test_kits() -> Iterator[None]:
-    """The test-only kits stay registered while this module runs."""
-    with with_test_kits():
+def _test_kits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """The test-only kits stay registered while this module runs, on a storage root and ledger
+    of the module's own: the contract pools are published with an audit override, and a test
+    that published the same content cleanly in the shared ledger would leave them unflagged."""
+    with own_storage_and_ledger(tmp_path_factory.mktemp("kit-contract-ledger")), \
+            with_test_kits():
         yield
 
 
 @pytest.fixture(scope="module")
-def pools(tmp_path_factory: pytest.TempPathFactory) -> KitPools:
+def pools(_test_kits: None, tmp_path_factory: pytest.TempPathFactory) -> KitPools:
     return KitPools(tmp_path_factory.mktemp("kit-contract"))
 
 

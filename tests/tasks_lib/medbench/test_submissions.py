@@ -240,7 +240,7 @@ def test_api_keys_are_stored_hashed_and_checked() -> None:
 def test_register_command_prints_a_working_key_once() -> None:
     from typer.testing import CliRunner
 
-    from flows.cli import medbench_submit  # noqa: F401  (registers the commands)
+    from flows.cli import medbench_upload_mode  # noqa: F401  (registers the commands)
     from flows.cli.groups import app
 
     name = _name()

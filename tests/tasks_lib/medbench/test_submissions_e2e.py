@@ -13,7 +13,7 @@ from support.medbench_pool import MLU, OVERALL, answers_for, secret_strings, wri
 from typer.testing import CliRunner
 
 import flows.score  # noqa: F401  (Prefect's log handlers keep the streams of their import:
-from flows.cli import medbench_submit  # noqa: F401  not a CliRunner's, closed afterwards)
+from flows.cli import medbench_upload_mode  # noqa: F401  not a CliRunner's, closed afterwards)
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
 from tasks_lib.storage import Storage

@@ -21,7 +21,7 @@ from support.medbench_pool import OVERALL, answers_for, write_pool
 from typer.testing import CliRunner
 
 import flows.score  # noqa: F401  (Prefect's log handlers keep the streams of their import)
-from flows.cli import medbench_submit  # noqa: F401
+from flows.cli import medbench_upload_mode  # noqa: F401
 from flows.cli.groups import app
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.ledger import store
