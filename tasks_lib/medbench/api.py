@@ -12,9 +12,13 @@ the active subset) through the one call layer, and store the run like any other.
 * Decoding is the paper's (§9): temperature 0.7, at most 512 generated tokens, no tools; each
   replicate is one full pass (the paper runs 3) with its own item order (seeded by the run id)
   and its own call-cache salt, so replicates are independent and a re-run resumes from the cache.
-* Calls are concurrent (the endpoint's connection limit), rate-limited, retried and cached by
-  :class:`~tasks_lib.llm.LiteLLMCompletion`; an optional cost budget stops new calls once spent
-  (the run ends ``partial``; re-running with more budget resumes from the cache).
+* Calls are concurrent (the endpoint's connection limit, on the one item runner
+  :func:`tasks_lib.item_runner.run_items`), rate-limited, retried and cached by
+  :class:`~tasks_lib.llm.LiteLLMCompletion`; an optional cost budget stops new calls once this
+  run's *new* spend reaches it (a cached reply costs nothing new, nor does a failed call; an
+  unpriced reply makes the spend unknown, which stops a budgeted run too). The run ends
+  ``partial``; its unstarted items are recorded with the error ``cost budget reached``;
+  re-running with more budget resumes from the cache.
 * Answers are extracted by answer type: single choice keeps the reply (scoring applies the
   strict letter rule); lists (labels, tuples, boxes) are the first JSON array in the reply; a
   string is the reply's first non-empty line; open-ended keeps the reply. An unreadable list is
@@ -30,17 +34,17 @@ import base64
 import json
 import random
 import re
-import threading
 import time
 from typing import Any
 
 from pydantic import Field
 
-from evaluators.core import RunStatus, Track
+from evaluators.core import InputDataError, RunStatus, Track
 from tasks_lib.agents import AgentSpec
 from tasks_lib.domain import Frozen
-from tasks_lib.llm import CallOptions, Completion, LiteLLMCompletion
-from tasks_lib.llm_scope import call_scope, parallel_map
+from tasks_lib.item_runner import RunLimits, StopReason, run_items
+from tasks_lib.llm import CallOptions, LiteLLMCompletion
+from tasks_lib.llm_scope import call_scope
 from tasks_lib.medbench.endpoints import endpoint_completion
 from tasks_lib.medbench.items import (
     SUBMISSION_FILE,
@@ -121,37 +125,26 @@ def extract(item: PublicItem, text: str) -> Answer:
     return [[float(x) for x in b] for b in boxes]
 
 
-class _Budget:
-    """Spend so far against an optional USD cap (thread-safe)."""
-
-    def __init__(self, cap: float | None) -> None:
-        self.cap, self.spent, self.hit = cap, 0.0, False
-        self._lock = threading.Lock()
-
-    def open(self) -> bool:
-        with self._lock:
-            self.hit = self.hit or (self.cap is not None and self.spent >= self.cap)
-            return not self.hit
-
-    def add(self, reply: Completion) -> None:
-        if not reply.cached and reply.cost_usd:
-            with self._lock:
-                self.spent += reply.cost_usd
+BUDGET_REACHED = "cost budget reached"
+"""The error recorded for an item not started because the run's cost budget was spent."""
 
 
-def _ask(item: PublicItem, pool_url: str, agent: AgentSpec, completion: LiteLLMCompletion,
-         budget: _Budget) -> Reply:
+def _new_cost(reply: Reply) -> float | None:
+    """What a reply newly cost: nothing when served from the cache or when the call failed (no
+    reply), else its price (None: unpriced)."""
+    return 0.0 if reply.cached or reply.text is None else reply.cost_usd
+
+
+def _ask(item: PublicItem, pool_url: str, agent: AgentSpec,
+         completion: LiteLLMCompletion) -> Reply:
     import openai
 
-    if not budget.open():
-        return Reply(item_id=item.item_id, error="cost budget reached")
     params = {"temperature": float(agent.params.get("temperature", TEMPERATURE)),
               "max_tokens": int(agent.params.get("max_tokens", MAX_TOKENS))}
     try:
         got = completion.chat(agent.model, messages(item, pool_url), **params)
     except (openai.APIError, RefusedEndpoint) as exc:
         return Reply(item_id=item.item_id, error=redact(f"{type(exc).__name__}: {exc}")[:300])
-    budget.add(got)
     return Reply(item_id=item.item_id, text=got.text, prompt_tokens=got.prompt_tokens,
                  completion_tokens=got.completion_tokens, cost_usd=got.cost_usd,
                  cached=got.cached)
@@ -161,16 +154,20 @@ def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOption
             max_cost_usd: float | None = None) -> RunRecord:
     """One replicate of ``agent`` on every item of the pool; stores submission, trace and run
     record (not yet ledgered: the flow records it)."""
+    if max_cost_usd is not None and max_cost_usd < 0:
+        raise InputDataError("--max-cost-usd", f"must be >= 0, got {max_cost_usd}")
     m = read_manifest(pool_url)
     run_id = run_id_for(agent, m.content_hash, replicate)
     items = read_public_items(pool_url)
     random.Random(run_id).shuffle(items)  # randomized order per run (spec §6.1)
     completion = endpoint_completion(agent, options)
-    budget = _Budget(max_cost_usd)
     started = time.time()
     with call_scope(salt=f"medbench-r{replicate}") as scope:
-        replies = parallel_map(lambda it: _ask(it, pool_url, agent, completion, budget), items,
-                               completion.max_connections)
+        batch = run_items(items, lambda it: _ask(it, pool_url, agent, completion),
+                          max_workers=completion.max_connections,
+                          limits=RunLimits(max_cost_usd=max_cost_usd), cost_of=_new_cost)
+    replies = batch.results + [Reply(item_id=it.item_id, error=BUDGET_REACHED)
+                               for it in items[len(batch.results):]]
     by_id = {it.item_id: it for it in items}
     preds = [Prediction(item_id=r.item_id, error=r.error,
                         answer=None if r.text is None else extract(by_id[r.item_id], r.text))
@@ -181,8 +178,9 @@ def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOption
     failed = sum(r.error is not None for r in replies)
     costs = [r.cost_usd for r in replies if r.text is not None]
     status, end = RunStatus.COMPLETED, "all items asked"
-    if budget.hit:
-        status, end = RunStatus.PARTIAL, f"cost budget {max_cost_usd} USD reached"
+    if batch.stopped is StopReason.BUDGET:
+        status, end = RunStatus.PARTIAL, f"cost budget {max_cost_usd} USD reached" + (
+            "" if batch.spent_usd is not None else " (a reply's cost is unknown: unpriced model)")
     elif items and failed / len(items) > INCOMPLETE_SHARE:
         status, end = RunStatus.PARTIAL, f"incomplete: {failed} of {len(items)} calls failed"
     return RunRecord(
@@ -193,7 +191,7 @@ def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOption
         item_time_s=(time.time() - started) / max(len(items), 1),
         input_tokens=scope.prompt_tokens, output_tokens=scope.completion_tokens,
         cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
-        new_cost_usd=budget.spent, cache_hits=scope.cache_hits,
+        new_cost_usd=batch.spent_usd, cache_hits=scope.cache_hits,
         judge_model=get_settings().judge_model, end=end)
 
 

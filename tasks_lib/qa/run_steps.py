@@ -22,15 +22,14 @@ from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
+from tasks_lib.item_runner import RunLimits, StopReason
 from tasks_lib.llm import CallOptions
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.progress import publish
 from tasks_lib.qa.pool import LoadedPool, load_pool
 from tasks_lib.qa.runner import (
     QAAnswer,
-    RunLimits,
     RunProgress,
-    StopReason,
     known_sum,
     run_agent,
     run_id_for,
@@ -87,8 +86,10 @@ def _chunk_body(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
     run_id = run_id_for(agent, pool_hash, replicate)
     spent = previous.run_cost_usd if previous else 0.0
     if previous is not None and (previous.stopped is not None or spent is None):
+        # An unknown spend cannot be checked against the cap: the run stops as if it were spent
+        # (tasks_lib.item_runner), never silently short of items.
         return ChunkResult(run_id=run_id, start=start, stop=stop, answers=[],
-                           stopped=previous.stopped, run_cost_usd=spent)
+                           stopped=previous.stopped or StopReason.BUDGET, run_cost_usd=spent)
     pool = _pool(pool_url, pool_hash)
     items = pool.items[start:stop]
     deadline = None if deadline_at is None else time.monotonic() + (deadline_at - time.time())
@@ -106,7 +107,8 @@ def _chunk_body(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
                        run_cost_usd=known_sum([spent, *(a.cost_usd for a in answers)]))
 
 
-CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.qa.methods",
+CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.item_runner",
+                 "tasks_lib.qa.methods",
                  "tasks_lib.qa.method_base", "tasks_lib.qa.medagents", "tasks_lib.qa.mdagents",
                  "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa",
                  "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.llm_limits",
@@ -160,7 +162,9 @@ def assemble_run(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int
         status, error = RunStatus.TIMEOUT, f"time budget of {time_budget_s} s exhausted"
     elif StopReason.BUDGET in stops:
         status = RunStatus.PARTIAL
-        error = (f"cost budget of ${max_cost_usd:g} spent after {len(answers)} of "
+        spent = "spent" if total_cost(answers) is not None else "no longer checkable (an item's " \
+            "cost is unknown: unpriced model)"
+        error = (f"cost budget of ${max_cost_usd:g} {spent} after {len(answers)} of "
                  f"{len(pool.items)} items (re-run with a larger --max-cost-usd to resume)")
     item_time = known_sum(a.time_s for a in answers)
     live = agent.harness is not Harness.QA_REPLAY

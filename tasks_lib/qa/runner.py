@@ -7,7 +7,9 @@ answers in the pool's item order, so a concurrent run equals a serial one.
 
 A run stops starting items once its wall-time deadline has passed or its cost (priced from the
 snapshot, cached calls at their original price) reaches ``max_cost_usd``; what it answered is kept,
-and the same command with a later deadline or a larger budget resumes from the call cache.
+and the same command with a later deadline or a larger budget resumes from the call cache. Items
+run on the one item runner (:func:`tasks_lib.item_runner.run_items`), which states the limits'
+rules (an unknown cost stops a budgeted run: it cannot be checked against the budget).
 """
 
 from __future__ import annotations
@@ -15,11 +17,8 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import threading
 import time
 from collections.abc import Callable, Iterable
-from concurrent.futures import Future, ThreadPoolExecutor, as_completed
-from enum import StrEnum
 from functools import lru_cache
 from typing import Any
 
@@ -30,6 +29,9 @@ from pydantic import Field
 from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
+from tasks_lib.item_runner import RunLimits as RunLimits
+from tasks_lib.item_runner import StopReason as StopReason
+from tasks_lib.item_runner import run_items
 from tasks_lib.llm import CallOptions, CompletionFn, LiteLLMCompletion
 from tasks_lib.llm_scope import call_scope
 from tasks_lib.pricing import PriceSnapshot
@@ -71,13 +73,6 @@ class QAAnswer(Frozen):
     @property
     def key(self) -> str:
         return f"{self.dataset}/{self.realidx}"
-
-
-class StopReason(StrEnum):
-    """Why a live run stopped before every item was asked."""
-
-    TIME = "time"
-    BUDGET = "budget"
 
 
 class Batch(Frozen):
@@ -217,49 +212,28 @@ def _priced(prices: PriceSnapshot, model: str, ctx: MethodContext,
     return None if own is None or extracted is None else own + extracted
 
 
-class RunLimits(Frozen):
-    """When a live run stops starting items."""
+class _Progress:
+    """Running totals of one execution, reported as a :class:`RunProgress` per finished item
+    (called from the calling thread only)."""
 
-    deadline: float | None = Field(default=None, description="time.monotonic() after which no "
-                                   "item starts (the run's time budget).")
-    max_cost_usd: float | None = Field(default=None, ge=0, description="Stop starting items "
-                                       "once the run's cost reaches this (USD).")
-    spent_usd: float = Field(default=0.0, ge=0, description="Cost of the run's earlier chunks.")
-
-
-class _Totals:
-    """Running totals of one execution (thread-safe): the budget check and progress reports."""
-
-    def __init__(self, agent: AgentSpec, total: int, limits: RunLimits,
-                 progress: Callable[[RunProgress], None] | None) -> None:
-        self.agent, self.total, self.limits, self.progress = agent, total, limits, progress
+    def __init__(self, agent_id: str, total: int, spent_usd: float,
+                 report: Callable[[RunProgress], None]) -> None:
+        self.agent_id, self.total, self.report = agent_id, total, report
         self.started = time.perf_counter()
         self.done = self.calls = self.hits = 0
-        self.cost: float | None = limits.spent_usd
+        self.cost: float | None = spent_usd
         self.new_cost: float | None = 0.0
-        self.stopped: StopReason | None = None
-        self._lock = threading.Lock()
 
-    def may_start(self) -> bool:
-        with self._lock:
-            if self.limits.deadline is not None and time.monotonic() > self.limits.deadline:
-                self.stopped = self.stopped or StopReason.TIME
-            elif self.limits.max_cost_usd is not None and self.cost is not None \
-                    and self.cost >= self.limits.max_cost_usd:
-                self.stopped = self.stopped or StopReason.BUDGET
-            return self.stopped is None
-
-    def finished(self, answer: QAAnswer) -> RunProgress:
-        with self._lock:
-            self.done += 1
-            self.calls += answer.calls
-            self.hits += answer.cache_hits
-            self.cost = known_sum([self.cost, answer.cost_usd])
-            self.new_cost = known_sum([self.new_cost, answer.new_cost_usd])
-            return RunProgress(
-                agent_id=self.agent.agent_id, done=self.done, total=self.total, calls=self.calls,
-                cache_hits=self.hits, cost_usd=self.cost, new_cost_usd=self.new_cost,
-                elapsed_s=time.perf_counter() - self.started)
+    def __call__(self, answer: QAAnswer) -> None:
+        self.done += 1
+        self.calls += answer.calls
+        self.hits += answer.cache_hits
+        self.cost = known_sum([self.cost, answer.cost_usd])
+        self.new_cost = known_sum([self.new_cost, answer.new_cost_usd])
+        self.report(RunProgress(
+            agent_id=self.agent_id, done=self.done, total=self.total, calls=self.calls,
+            cache_hits=self.hits, cost_usd=self.cost, new_cost_usd=self.new_cost,
+            elapsed_s=time.perf_counter() - self.started))
 
 
 def run_method(
@@ -286,37 +260,16 @@ def run_method(
     seed = int(agent.params.get("seed", 0))
     extraction = {k: str(agent.params[k]) for k in ("extractor", "extractor_model")
                   if agent.params.get(k) is not None}
-    tally = _Totals(agent, len(items), limits, progress)
 
-    def ask(it: PublicQAItem) -> tuple[QAAnswer, RunProgress] | None:
-        if not tally.may_start():
-            return None
+    def ask(it: PublicQAItem) -> QAAnswer:
         ctx = MethodContext(exemplars=exemplars.get(it.dataset, []), seed=seed, **extraction)
-        answer = ask_item(agent, method, it, complete, ctx, prices, replicate)
-        return answer, tally.finished(answer)  # counted before this worker starts another
+        return ask_item(agent, method, it, complete, ctx, prices, replicate)
 
-    with ThreadPoolExecutor(max_workers=limit, thread_name_prefix="qa-item") as pool:
-        futures = {pool.submit(ask, it): i for i, it in enumerate(items)}
-        answers = _collect(futures, len(items), tally, pool)
-    return Batch(answers=answers, stopped=tally.stopped if len(answers) < len(items) else None)
-
-
-def _collect(futures: dict[Future[tuple[QAAnswer, RunProgress] | None], int], total: int,
-             tally: _Totals, pool: ThreadPoolExecutor) -> list[QAAnswer]:
-    """Answers in item order; a bug in one item cancels the items not yet started."""
-    slots: list[QAAnswer | None] = [None] * total
-    try:
-        for future in as_completed(futures):
-            outcome = future.result()
-            if outcome is None:
-                continue
-            slots[futures[future]], report = outcome
-            if tally.progress:
-                tally.progress(report)
-    except BaseException:
-        pool.shutdown(wait=True, cancel_futures=True)
-        raise
-    return [a for a in slots if a is not None]
+    report = None if progress is None else _Progress(agent.agent_id, len(items),
+                                                      limits.spent_usd, progress)
+    batch = run_items(items, ask, max_workers=limit, limits=limits,
+                      cost_of=lambda answer: answer.cost_usd, progress=report)
+    return Batch(answers=batch.results, stopped=batch.stopped)
 
 
 def run_agent(
