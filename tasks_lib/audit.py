@@ -7,6 +7,8 @@ and methods of the pool's kit (:class:`~tasks_lib.tracks.base.TrackKit`), never 
 1. ``null_agents`` — the kit's null agents and the pool's public sample submission
    (``kit.baselines``), scored by the kit, stay at or below their floors
    (``datasets/audit/floors.yaml``, bounding ``kit.audit_value``); perfect scores above them.
+   A pool run task by task (``kit.pool_task_ids``, e.g. an RWE pool's studies) has each
+   baseline scored per task sub-folder and averaged (:mod:`tasks_lib.audits.scoring`).
 2. ``answer_key`` — nothing the agent can read (``public/``) reveals a reference: no byte copy
    or digest of a private file or a copy in another encoding, no reference field on a row that
    names a pool case, no label-like file name, none of the leaks the kit names
@@ -72,8 +74,9 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
 
     Args:
         pool_url: A pool version root (URL or local path) of any track.
-        judge_model: Judge of the injection check (default: the configured ``judge_model``;
-            ``rules`` is the offline judge).
+        judge_model: Judge of every score the audit makes (the baselines' and the tampering
+            probe's runs carry it as ``run.judge_model``) and of the injection check (default:
+            the configured ``judge_model``; ``rules`` is the offline judge).
         judge: Builds the judge to probe instead of the harness's StageJudge (tests).
         sandbox: Run the egress probe in the bwrap sandbox (off: the finding says skipped).
 
@@ -84,9 +87,10 @@ def audit_pool(pool_url: str, judge_model: str | None = None, judge: JudgeFactor
     model = judge_model or get_settings().judge_model
     with tempfile.TemporaryDirectory(prefix="medflows-audit-") as tmp, shared_dask():
         work = Path(tmp)
-        findings = [_guard("null_agents", lambda: check_null_agents(info, work)),
+        findings = [_guard("null_agents", lambda: check_null_agents(info, work, model)),
                     _guard("answer_key", lambda: check_answer_key(info)),
-                    _guard("grader_tampering", lambda: check_grader_tampering(info, work)),
+                    _guard("grader_tampering",
+                           lambda: check_grader_tampering(info, work, model)),
                     _guard("judge_injection",
                            lambda: check_judge_injection(info, judge, model, work)),
                     _guard("egress", lambda: check_egress(info, work, sandbox))]

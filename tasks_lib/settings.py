@@ -68,6 +68,12 @@ class Settings(BaseSettings):
         "endpoints (comma-separated, newest first: older keys still decrypt, for rotation); "
         "unset = endpoints cannot be registered with an api_key.")
     judge_model: str = Field(default="gpt-4o-mini", description="litellm model string of judges.")
+    kit_modules: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Track kits kept outside the tree, registered after the shipped catalog by "
+        "every composition root (the CLI and flows, the evaluator sandbox): importable module "
+        "names (my_org.kits.wound) or paths of a .py file or a package folder "
+        "(comma-separated); importing one registers its kit (tasks_lib/tracks/extra.py).")
     flow_heartbeat_s: int | None = Field(
         default=None, ge=30,
         description="Prefect flow-run heartbeat interval for flows the medflows CLI runs (None = "
@@ -112,7 +118,7 @@ class Settings(BaseSettings):
         'or nested s3fs options such as {"client_kwargs": {"region_name": "eu-west-1"}}.',
     )
 
-    @field_validator("endpoint_allow_networks", mode="before")
+    @field_validator("endpoint_allow_networks", "kit_modules", mode="before")
     @classmethod
     def _comma_list(cls, value: Any) -> Any:
         if isinstance(value, str):

@@ -23,7 +23,9 @@ app.add_typer(audit_app, name="audit")
 def audit_pool_cmd(
     pool: str = typer.Argument(..., help="Pool version root of any track (folder or URL, "
                                          "e.g. pools/<pool>/vN)."),
-    judge_model: str = typer.Option(None, help="Judge probed for prompt injection (default: "
+    judge_model: str = typer.Option(None, help="Judge of every score the audit makes (the "
+                                               "baselines, the tampering probe) and the one "
+                                               "probed for prompt injection (default: "
                                                "MEDFLOWS_JUDGE_MODEL; 'rules' = offline judge)."),
     sandbox: bool = typer.Option(True, "--sandbox/--no-sandbox",
                                  help="Run the egress probe in the bwrap sandbox (off: the "

@@ -44,12 +44,14 @@ def _ordering(scored: list[Scored]) -> list[str]:
             for p in best for n in nulls if p.value <= n.value + EPS]
 
 
-def check_null_agents(info: PoolInfo, work: Path) -> Finding:
-    """Every null agent and the public sample stay at or below their floors; perfect is above."""
+def check_null_agents(info: PoolInfo, work: Path, judge_model: str | None = None) -> Finding:
+    """Every null agent and the public sample stay at or below their floors; perfect is above
+    (each scored with ``judge_model``, None: the configured one)."""
     from tasks_lib.tracks.base import kit_for
 
     kit = kit_for(info.track)
-    scored = [Scored(b, kit.audit_value(score_folder(info, b.folder, b.folder.name)))
+    scored = [Scored(b, kit.audit_value(score_folder(info, b.folder, b.folder.name,
+                                                     judge_model=judge_model)))
               for b in kit.baselines(info.url, work / "baselines")]
     evidence: list[str] = []
     blocking = False

@@ -117,17 +117,19 @@ def _spec_exposure(info: PoolInfo, work: Path) -> list[str]:
     return hits
 
 
-def check_grader_tampering(info: PoolInfo, work: Path) -> Finding:
+def check_grader_tampering(info: PoolInfo, work: Path, judge_model: str | None = None
+                           ) -> Finding:
     """A baseline scored clean and with forged reference copies planted beside it score the
-    same; the sandbox specs expose no private file."""
+    same (both with ``judge_model``, None: the configured one); the sandbox specs expose no
+    private file."""
     root = Storage(info.url)
     baseline = _planted_baseline(info, work)
     clean_dir, tampered = work / "tamper-clean", work / "tamper-planted"
     shutil.copytree(baseline.folder, clean_dir)
     shutil.copytree(baseline.folder, tampered)
     planted = _plant_tampered(root, tampered, _forger(root, clean_dir))
-    before = _key_values(score_folder(info, clean_dir, "tamper-clean"))
-    after = _key_values(score_folder(info, tampered, "tamper-planted"))
+    before = _key_values(score_folder(info, clean_dir, "tamper-clean", judge_model=judge_model))
+    after = _key_values(score_folder(info, tampered, "tamper-planted", judge_model=judge_model))
     evidence: list[str] = []
     if before != after:
         moved = [k for k in before if before[k] != after[k]]

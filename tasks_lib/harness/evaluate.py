@@ -2,10 +2,11 @@
 <tasks_lib.tracks.base.TrackKit.score>` — inside an evaluator sandbox.
 
 The evaluator sandbox (network off, pool and submission read-only, only ``/output`` writable)
-runs ``python -m tasks_lib.harness.evaluate RUN SUBMISSION OUT`` with the project's packages and
-the reference data bound read-only. Inside, the run's kit scores the folder exactly as every
-other scoring path does (no Prefect server inside), on the run record with its pool at
-``/pool`` and a task-card folder holding the run's card only; the full
+runs ``python -m tasks_lib.harness.evaluate RUN SUBMISSION OUT`` with the project's packages,
+the reference data and the code of the kits kept outside the tree (``MEDFLOWS_KIT_MODULES``)
+bound read-only; it registers the shipped catalog, then those kits. Inside, the run's kit
+scores the folder exactly as every other scoring path does (no Prefect server inside), on the
+run record with its pool at ``/pool`` and a task-card folder holding the run's card only; the full
 :class:`~tasks_lib.records.ScoreCard` is written to ``/output`` and the host reads it back.
 """
 
@@ -52,18 +53,24 @@ def write_inputs(output: Path, run: RunRecord, card: TaskSpec) -> None:
 
 def evaluator_sandbox_spec(pool_dir: Path, submission: Path, output: Path,
                            forbidden: list[str]) -> SandboxSpec:
-    """Evaluator profile plus the pool, the project's packages and the reference data (all
-    read-only)."""
+    """Evaluator profile plus the pool, the project's packages, the reference data and the
+    code of the kits kept outside the tree (``MEDFLOWS_KIT_MODULES``, with the setting and the
+    ``PYTHONPATH`` that import them; :func:`tasks_lib.tracks.extra.sandbox_view`), all
+    read-only."""
+    from tasks_lib.tracks.extra import sandbox_view
+
     base = evaluator_spec(pool_dir / "private", submission, output, forbidden)
     data = get_settings().data_root.resolve()
+    kits = sandbox_view()
     mounts = [*base.mounts, Mount(host=pool_dir.resolve(), target=POOL)]
     mounts += [Mount(host=PROJECT_ROOT / p, target=str(PROJECT_ROOT / p)) for p in PACKAGES
                if (PROJECT_ROOT / p).is_dir()]
     mounts += [Mount(host=data, target=str(data))] if data.is_dir() else []
+    mounts += [Mount(host=path, target=str(path)) for path in kits.binds]
     env = {"MEDFLOWS_RESULTS_DIR": "/output/.results", "MEDFLOWS_STORAGE_URL": "/output/.storage",
            "MEDFLOWS_DATASETS_DIR": f"/output/{CARDS}", "MEDFLOWS_DATA_ROOT": str(data),
            "PREFECT_HOME": "/output/.prefect", "GX_ANALYTICS_ENABLED": "false",
-           "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", **kits.env}
     return base.model_copy(update={"mounts": mounts, "env": env})
 
 
@@ -108,5 +115,7 @@ def main(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     from tasks_lib.tracks import catalog  # noqa: F401  (the sandbox's composition root)
+    from tasks_lib.tracks.extra import register_extra_kits
 
+    register_extra_kits()
     main(sys.argv[1:])

@@ -63,7 +63,9 @@ def run_facts(run: RunRecord, trace: StoredTrace, s5_valid: bool | None) -> RunF
 
 def product_score(kit: TrackKit, run: RunRecord, submission: Path) -> ScoreCard:
     """The kit's score card of the submission, in a fresh evaluator sandbox when the kit scores
-    there (:attr:`~tasks_lib.tracks.base.TrackKit.score_in_sandbox`).
+    there (:attr:`~tasks_lib.tracks.base.TrackKit.score_in_sandbox`); the card is keyed by this
+    process's kit version (the sandbox runs the same code: the score row's key is decided where
+    the row is written).
 
     Raises:
         InputDataError: The run's pool is not a local folder or no longer has the run's content.
@@ -77,9 +79,10 @@ def product_score(kit: TrackKit, run: RunRecord, submission: Path) -> ScoreCard:
                                            f"(hash {found[:12]} ≠ {run.pool_hash[:12]})")
     if run.sandbox is None:
         raise ValueError(f"run {run.run_id} is not a research cell (no sandbox recorded)")
-    return run_evaluator(sandbox_class(SandboxBackend(run.sandbox)), run,
+    card = run_evaluator(sandbox_class(SandboxBackend(run.sandbox)), run,
                          find_card(run.task_id), pool_dir, submission,
                          forbidden=[str(runs_root())])
+    return card.model_copy(update={"evaluator_version": kit.evaluator_version})
 
 
 def leaderboard_task_score(product: ScoreCard) -> ScoreCard:

@@ -1,9 +1,10 @@
 """What the RWE kit gives the one exploit audit (:func:`tasks_lib.audit.audit_pool`, docs/audit.md).
 
-* Baselines (:func:`rwe_baselines`): one *pool-level* submission per null agent — a folder with
-  one ``<study_id>/`` submission (``answers.json`` session record, ``cohort.csv``) per study of
-  the pool — scored by the kit's own study scorer, study by study, into one card whose task
-  score is the pool's mean SR (:func:`score_pool_submission`). Null agents: no submission, an
+* Baselines (:func:`rwe_baselines`): one folder per null agent holding one ``<study_id>/``
+  submission (``answers.json`` session record, ``cohort.csv``) per study of the pool — the
+  pool's tasks (:meth:`~tasks_lib.tracks.rwe.RweKit.pool_task_ids`) — which the audit scores
+  study by study with the kit's study scorer into one card whose task score is the pool's mean
+  SR (:func:`tasks_lib.audits.scoring.score_folder`). Null agents: no submission, an
   empty session, and one constant option letter on every gate with null-effect fields (ratio and
   CI bounds 1.0, p = 0.5); their floors are the ``rwe`` table of ``datasets/audit/floors.yaml``
   (a constant letter: mean SR ≤ 0.25). ``perfect`` is the reference answers and cohorts.
@@ -26,11 +27,9 @@ from pathlib import Path
 
 import psycopg2.extensions
 
-from evaluators.core import InvalidSubmissionError, Track
 from evaluators.graders.rwe_answers import Kind, QuestionTree, RawAnswer
 from tasks_lib.audits.baselines import Baseline, floored, no_submission, perfect, written
 from tasks_lib.audits.kit_data import AnswerKeyData
-from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.rwe import schema
 from tasks_lib.rwe.baselines import BaselineKind, baseline_answers
 from tasks_lib.rwe.cluster import Server, check_study_database, connect, study_server
@@ -49,50 +48,6 @@ from tasks_lib.storage import Storage
 
 LEAK_KEYS = ("\"key\"", "\"basis\"", "\"answer\"", "\"printed\"", "\"exact\"", "\"value\"")
 """JSON keys of the private answers that must never appear in ``public/studies.jsonl``."""
-POOL_METRICS = ("rwe_sr", "rwe_acc", "rwe_rar", "rwe_smr", "rwe_cr")
-"""Study metrics a pool-level card averages over the pool's studies (``rwe_sr`` first)."""
-
-
-def is_pool_submission(run: RunRecord) -> bool:
-    """Whether ``run`` names its pool rather than one of its studies (an audit baseline)."""
-    manifest = RWEPoolManifest.model_validate(Storage(run.pool_url).read_json("manifest.json"))
-    return run.task_id == manifest.pool_id and run.task_id not in manifest.studies
-
-
-def _study_card(run: RunRecord, study_id: str, folder: Path, version: str) -> CaseScore:
-    """One study of a pool-level submission, scored like a run on that study (a missing or
-    broken session record scores 0, as the score flow refuses it)."""
-    from tasks_lib.rwe.scoring import score_rwe_run
-
-    one = run.model_copy(update={"task_id": study_id, "run_id": f"{run.run_id}-{study_id}"})
-    try:
-        card = score_rwe_run(one, folder, version)
-    except InvalidSubmissionError as exc:
-        return CaseScore(case_id=study_id, valid=False, reason=str(exc), values={"rwe_sr": 0.0})
-    return CaseScore(case_id=study_id, valid=card.invalid_reason is None,
-                     reason=card.invalid_reason or "",
-                     values={k: card.metrics[k] for k in POOL_METRICS if k in card.metrics})
-
-
-def score_pool_submission(run: RunRecord, submission: Path, version: str) -> ScoreCard:
-    """The card of a pool-level submission: each study's ``<study_id>/`` folder scored by
-    :func:`~tasks_lib.rwe.scoring.score_rwe_run`; each metric the mean over the studies that
-    report it (``rwe_sr``: over every study, a missing one counts 0); task score = mean SR."""
-    manifest = load_study_pool(Storage(run.pool_url), private=False).manifest
-    cases = [_study_card(run, s, submission / s, version) for s in manifest.studies]
-    metrics: dict[str, float] = {}
-    for name in POOL_METRICS:
-        values = [c.values[name] for c in cases if name in c.values]
-        if values:
-            metrics[name] = sum(values) / len(cases if name == "rwe_sr" else values)
-    return ScoreCard(
-        task_id=run.task_id, track=Track.RWE, evaluator_version=version, pool_hash=run.pool_hash,
-        run_id=run.run_id, agent_id=run.agent.agent_id, primary_metric="rwe_sr",
-        task_score=metrics.get("rwe_sr", 0.0), metrics=metrics, per_case=cases,
-        coverage=sum(c.valid for c in cases) / len(cases) if cases else 0.0,
-        notes=[f"{c.case_id}: {c.reason}" for c in cases if c.reason][:20])
-
-
 def _write_study(folder: Path, study_id: str, answers: dict[str, RawAnswer],
                  cohort: bytes | None) -> None:
     """A study's submission as a session leaves it: the record and, if any, the cohort."""
@@ -113,8 +68,8 @@ def _constant_letter(letter: str, tree: QuestionTree) -> dict[str, RawAnswer]:
 
 
 def _write_pool(pool: LoadedStudyPool, root: Storage, kind: str, folder: Path) -> None:
-    """A pool-level submission of baseline ``kind`` (``empty``, ``perfect`` or ``constant-X``)
-    in ``folder``: one study folder per study of the pool."""
+    """Baseline ``kind`` (``empty``, ``perfect`` or ``constant-X``) in ``folder``: one study
+    folder per study of the pool (each the submission of a run on that study)."""
     for study in pool.studies:
         tree = question_tree(study, pool.answers[study.study_id])
         cohort = root.read_bytes(cohort_key(study.study_id)) if kind == "perfect" else None
@@ -132,7 +87,7 @@ def _letters(pool: LoadedStudyPool) -> list[str]:
 
 def rwe_baselines(pool_url: str, out: Path) -> list[Baseline]:
     """No submission, an empty session, one constant letter per option letter, and the
-    references, each as a pool-level submission (see the module doc); the pool's study
+    references, each as one folder per study (see the module doc); the pool's study
     database is checked to hold its EHR first (the scorer reads its identifiers)."""
     root = Storage(pool_url)
     pool = load_study_pool(root)

@@ -87,7 +87,24 @@ class TrackKit(ABC):
         """Write under ``out`` the baseline submissions of the pool at ``pool_url``: its null
         agents (no submission, empty, constant answers: whatever the track has), the pool's
         public sample submission where it publishes one, and ``perfect``; each with the audit
-        floor it must stay at or below (:mod:`tasks_lib.audits.baselines`)."""
+        floor it must stay at or below (:mod:`tasks_lib.audits.baselines`).
+
+        A pool whose tasks are run one by one (:meth:`pool_task_ids` is not None) gets each
+        baseline as one ``<task_id>/`` sub-folder per task, the submission of a run on that
+        task; the audit scores them task by task (:mod:`tasks_lib.audits.scoring`)."""
+
+    def pool_task_ids(self, pool_url: str) -> list[str] | None:
+        """The tasks of the pool at ``pool_url`` when each is run and scored on its own (a run
+        names one of them and the pool; an RWE pool's studies); None: one run covers the whole
+        pool, as its manifest's ``task_id`` (or ``pool_id``).
+
+        The exploit audit reads it to score a baseline: as one run on the pool (None), or as
+        one run per task on the baseline's ``<task_id>/`` sub-folder (a missing one is an empty
+        submission), aggregated into one card: per task one ``per_case`` entry; the task score
+        (and the primary metric) the mean over every task, an invalid one counting 0; every
+        other metric the mean over the tasks that report it; coverage the share of valid
+        tasks (:func:`tasks_lib.audits.scoring.score_folder`)."""
+        return None
 
     def audit_value(self, card: ScoreCard) -> float:
         """What the audit floors bound on a score card: the task score (None counts 0)."""

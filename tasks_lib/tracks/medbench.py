@@ -42,13 +42,15 @@ class MedBenchKit(TrackKit):
     rotation = MedBenchRotation()
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
-        """Score the run's predictions; ``task_score`` = overall (0–100)."""
+        """Score the run's predictions; ``task_score`` = overall (0–100). Open answers are
+        judged by the run's ``judge_model`` (None: the ``MEDFLOWS_JUDGE_MODEL`` setting)."""
         try:
             predictions = read_predictions(Storage(str(submission)))
         except InputDataError as exc:
             raise InvalidSubmissionError(str(exc)) from None
         scored = score_predictions(read_manifest(run.pool_url), read_public_items(run.pool_url),
-                                   read_references(run.pool_url), predictions)
+                                   read_references(run.pool_url), predictions,
+                                   judge_model=run.judge_model)
         return ScoreCard(
             task_id=run.task_id, track=self.track, evaluator_version=self.evaluator_version,
             pool_hash=run.pool_hash, run_id=run.run_id, primary_metric="overall",

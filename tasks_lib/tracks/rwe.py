@@ -44,20 +44,24 @@ class RweKit(TrackKit):
     score_in_sandbox = False
 
     def score(self, run: RunRecord, submission: Path) -> ScoreCard:
-        """Metrics and screening of one run (see :func:`tasks_lib.rwe.scoring.score_rwe_run`);
-        a submission for the whole pool (the audit's baselines: the run names the pool) is
-        scored study by study (:func:`tasks_lib.rwe.pool_audit.score_pool_submission`)."""
-        from tasks_lib.rwe.pool_audit import is_pool_submission, score_pool_submission
+        """Metrics and screening of one run on one study (see
+        :func:`tasks_lib.rwe.scoring.score_rwe_run`)."""
         from tasks_lib.rwe.scoring import score_rwe_run
 
-        if is_pool_submission(run):
-            return score_pool_submission(run, submission, self.evaluator_version)
         return score_rwe_run(run, submission, self.evaluator_version)
+
+    def pool_task_ids(self, pool_url: str) -> list[str]:
+        """The pool's studies: each is a task, run and scored on its own."""
+        from tasks_lib.rwe.types import RWEPoolManifest
+        from tasks_lib.storage import Storage
+
+        manifest = Storage(pool_url).read_json("manifest.json")
+        return list(RWEPoolManifest.model_validate(manifest).studies)
 
     def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
         """No submission, an empty session, one constant letter (null effects) per option letter
-        and the references, each one pool-level submission (a folder per study), held to the
-        ``rwe`` floors (:func:`tasks_lib.rwe.pool_audit.rwe_baselines`)."""
+        and the references, each with one ``<study_id>/`` folder per study (:meth:`pool_task_ids`),
+        held to the ``rwe`` floors (:func:`tasks_lib.rwe.pool_audit.rwe_baselines`)."""
         from tasks_lib.rwe.pool_audit import rwe_baselines
 
         return rwe_baselines(pool_url, out)

@@ -1,7 +1,8 @@
 """A sixth track from one folder (issue 22): the test-only ``toy_slides`` kit
-(``tests/support/toy_track/``) registers by being imported and goes through build → audit →
-rotate → execute (scripted agent) → score → report → re-score with the same commands as every
-other track; nothing outside its folder names it."""
+(``tests/support/toy_track/``), a kit outside the tree registered through
+``MEDFLOWS_KIT_MODULES``, goes through build → audit → rotate → execute (scripted agent) →
+score (in the evaluator sandbox) → report → re-score with the same commands as every other
+track; nothing outside its folder names it."""
 
 from __future__ import annotations
 
@@ -22,13 +23,13 @@ TASK = "toy-slides"
 @pytest.fixture(scope="module", autouse=True)
 def _toy_track(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
                ) -> Iterator[None]:
-    """Register the toy kit for this module only (importing its folder is all it takes; the
-    registries are restored afterwards so later modules see the shipped kits alone), on a
+    """Register the toy kit for this module only (``MEDFLOWS_KIT_MODULES`` names its folder's
+    package: the CLI and the evaluator sandbox import it; the setting and the registries are
+    restored afterwards so later modules see the shipped kits alone), on a
     storage root and ledger of its own (the kit contract test publishes a toy pool with an
     audit override in the shared ones); configure Prefect's console log handler before any
     `CliRunner` call (see test_verb_cli.py)."""
     from prefect.logging.configuration import setup_logging
-
     from support.isolated import own_storage_and_ledger
     from support.kit_pools import with_test_kits
 
@@ -88,15 +89,26 @@ def test_rotation_is_seeded(pool: str) -> None:
 
 def test_scripted_agent_score_report_and_rescore(pool: str,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.harness import rescore
     from tasks_lib.ledger import store
     from tasks_lib.tracks.base import kit_for
 
+    sandboxed: list[str] = []
+    real = rescore.run_evaluator
+
+    def spy(*args: Any, **kwargs: Any) -> Any:
+        sandboxed.append(args[1].run_id)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(rescore, "run_evaluator", spy)
     result = invoke_json("execute", "--pool", pool, "--agents", "scripted-baseline")
     [cell] = result["report"]["cells"]
     assert (cell["agent_id"], cell["task_id"], cell["status"]) == (
         "scripted-baseline", TASK, {"completed": 1})
     (run_id,) = result["report"]["run_ids"]
     card = invoke_json("score", "--run", run_id, "--json")
+    # scored in a fresh evaluator sandbox, which registers the kit from MEDFLOWS_KIT_MODULES
+    assert kit_for("toy_slides").score_in_sandbox and run_id in sandboxed
     assert card["task_score"] == 1.0  # the nearest-example recipe labels all 9 slides right
     assert card["metrics"]["variant_balanced_accuracy"] == 1.0
     board = invoke_json("report", "--pool", pool, "--json")["rows"]
@@ -111,17 +123,17 @@ def test_scripted_agent_score_report_and_rescore(pool: str,
         "toy-slides-1", "toy-slides-2"]
 
 
-def test_baselines_are_ordered_and_under_their_floors(pool: str, tmp_path: Path) -> None:
-    from support.toy_track.kit import KIT
+def test_the_kit_baselines_score_their_hand_computed_values(pool: str, tmp_path: Path) -> None:
+    """The audit's baselines (``kit.baselines``), scored as the audit scores them: slides are
+    dealt round-robin over 3 classes, so one label everywhere (the constant baseline, which the
+    public sample copies) is right on 1/3; no file or empty labels match nothing."""
+    from tasks_lib.audits.baselines import CONSTANT, EMPTY, NONE, PERFECT, SAMPLE
+    from tasks_lib.audits.pool import pool_info
+    from tasks_lib.audits.scoring import score_folder
+    from tasks_lib.tracks.base import kit_for
 
-    from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
-    from tasks_lib.imaging.pool import read_manifest
-
-    card, m = KIT.card(TASK), read_manifest(pool)
-    assert card is not None
-    values = {}
-    for kind in BaselineKind:
-        sub = write_submission(baseline_files(kind, pool, m), tmp_path / kind.value)
-        values[kind.value] = KIT.score_folder(card, pool, sub).task_score
-    assert values == {"perfect": 1.0, "classical": 1.0, "constant": pytest.approx(1 / 3),
-                      "empty": 0.0}
+    info = pool_info(pool)
+    values = {b.name: score_folder(info, b.folder, b.folder.name).task_score
+              for b in kit_for("toy_slides").baselines(pool, tmp_path)}
+    assert values == {PERFECT: 1.0, CONSTANT: pytest.approx(1 / 3),
+                      SAMPLE: pytest.approx(1 / 3), EMPTY: 0.0, NONE: 0.0}

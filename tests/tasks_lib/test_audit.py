@@ -158,9 +158,10 @@ def test_grader_reading_the_submission_is_reported(qa_pool: Path,
                                                    tmp_path: Path) -> None:
     real = tampering.score_folder
 
-    def gullible(info: PoolInfo, folder: Path, name: str) -> ScoreCard:
+    def gullible(info: PoolInfo, folder: Path, name: str,
+                 judge_model: str | None = None) -> ScoreCard:
         """A grader that prefers a references file found in the submission folder."""
-        card = real(info, folder, name)
+        card = real(info, folder, name, judge_model=judge_model)
         if (folder / "references.jsonl").is_file():
             return card.model_copy(update={"task_score": 1.0})
         return card

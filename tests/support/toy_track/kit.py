@@ -225,9 +225,6 @@ class ToySlidesKit(ImagingKit):
     evaluator_version = "toy-slides-1"
     cards_root = HERE / "cards"
     suite_file = HERE / "suite.json"
-    score_in_sandbox = False
-    """Scored in the scoring process: the evaluator sandbox's entry registers the shipped
-    catalog only, and a test-only kit is not in it."""
 
     def __init__(self, **parts: Any) -> None:
         super().__init__(TRACK, **parts)
