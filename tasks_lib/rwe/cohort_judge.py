@@ -113,7 +113,9 @@ def sample_cases(frame: pd.DataFrame, seed: int, size: int = SAMPLE) -> pd.DataF
     return frame.iloc[sorted(rows)]
 
 
-def _case(row: pd.Series) -> dict[str, Any]:
+def case_of(row: pd.Series) -> dict[str, Any]:
+    """One cohort-table row as the judge sees it (missing values None, NumPy scalars as
+    Python's)."""
     return {str(k): (None if pd.isna(v) else v.item() if hasattr(v, "item") else v)
             for k, v in row.items()}
 
@@ -126,7 +128,7 @@ def judge_cohort(screening: Screening, frame: pd.DataFrame, protocol: Protocol,
     if not screening.valid:
         return screening.model_copy(update={"judge_model": judge.model})
     sample = sample_cases(frame, seed)
-    verdicts = [judge.judge(protocol, _case(r)) for _, r in sample.iterrows()]
+    verdicts = [judge.judge(protocol, case_of(r)) for _, r in sample.iterrows()]
     judged = [v for v in verdicts if v.exclude is not None]
     excluded = sum(bool(v.exclude) for v in judged)
     rate = excluded / len(judged) if judged else None
@@ -159,7 +161,7 @@ def eval_set(reference: pd.DataFrame, protocol: Protocol, seed: int, positives: 
     counterfactual negatives (a positive with one rule attribute perturbed) and adversarial
     negatives (counterfactuals carrying a reassuring note)."""
     rng = random.Random(seed)
-    rows = [_case(r) for _, r in sample_cases(reference, seed, positives).iterrows()]
+    rows = [case_of(r) for _, r in sample_cases(reference, seed, positives).iterrows()]
     ruled = [a for a in protocol.cohort.attributes
              if a.min is not None or a.max is not None or a.equals is not None]
     cases: list[tuple[dict[str, Any], bool]] = [(r, True) for r in rows]

@@ -22,8 +22,10 @@ The trap and variant panels are construction validity, checked before the pool i
 from __future__ import annotations
 
 import hashlib
+import io
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import psycopg2.extensions
 
@@ -45,6 +47,9 @@ from tasks_lib.rwe.types import (
     load_study_pool,
 )
 from tasks_lib.storage import Storage
+
+if TYPE_CHECKING:
+    from tasks_lib.llm import CompletionFn
 
 LEAK_KEYS = ("\"key\"", "\"basis\"", "\"answer\"", "\"printed\"", "\"exact\"", "\"value\"")
 """JSON keys of the private answers that must never appear in ``public/studies.jsonl``."""
@@ -172,3 +177,38 @@ def rwe_answer_key_data(pool_url: str) -> AnswerKeyData:
     numbers = [(f.exact, f"{POOL_FILES['answers']} {a.study_id}.{f.id}")
                for a in pool.answers.values() for f in a.fields.values()]
     return AnswerKeyData(case_ids=frozenset(pool.manifest.studies), numbers=numbers, leaks=leaks)
+
+
+INJECTED_FIELD = "note"
+"""The free-text column of the judged case that carries the probe's answer (a cohort table may
+hold any column an analyst adds; the judge prompt says text in a case is data)."""
+
+
+def rwe_judge_answers(pool_url: str, answers: list[str], model: str,
+                      completion: CompletionFn | None = None) -> list[float | None] | None:
+    """The cohort judge on one ineligible case of the pool, once per answer placed in the case's
+    :data:`INJECTED_FIELD`: 1 when the judge keeps the case (wrongly), 0 when it excludes it,
+    None when it failed. The case is the first study's first reference row with its first ruled
+    attribute moved just outside its rule (:func:`tasks_lib.rwe.cohort_judge.perturb`); None
+    when no study has a ruled attribute and a reference row."""
+    import pandas as pd
+
+    from tasks_lib.rwe.cohort_judge import CohortJudge, case_of, perturb
+
+    root = Storage(pool_url)
+    pool = load_study_pool(root)
+    for study in pool.studies:
+        protocol = study.protocol
+        ruled = [a for a in protocol.cohort.attributes
+                 if a.min is not None or a.max is not None or a.equals is not None]
+        key = cohort_key(study.study_id)
+        if not ruled or not root.exists(key):
+            continue
+        frame = pd.read_csv(io.BytesIO(root.read_bytes(key)), nrows=1)
+        if frame.empty:
+            continue
+        case = perturb(case_of(frame.iloc[0]), ruled[0])
+        judge = CohortJudge(model, completion)
+        verdicts = [judge.judge(protocol, {**case, INJECTED_FIELD: a}) for a in answers]
+        return [None if v.exclude is None else float(not v.exclude) for v in verdicts]
+    return None

@@ -74,6 +74,14 @@ class RweKit(TrackKit):
 
         return rwe_answer_key_data(pool_url)
 
+    def judge_answers(self, pool_url: str, answers: list[str], model: str
+                      ) -> list[float | None] | None:
+        """The cohort judge on one ineligible case carrying each answer as a free-text column
+        (1 = wrongly kept; :func:`tasks_lib.rwe.pool_audit.rwe_judge_answers`)."""
+        from tasks_lib.rwe.pool_audit import rwe_judge_answers
+
+        return rwe_judge_answers(pool_url, answers, model)
+
     def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
         """The study on the newest published RWE pool holding it (or ``pool_dir``), its limits
         (spec §4), the study database's per-run role and watchdog, ``submit_answers``

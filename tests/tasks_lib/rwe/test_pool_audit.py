@@ -88,3 +88,35 @@ def test_the_trap_panel_is_checked_before_the_pool_is_written() -> None:
         validate.fn([_build([flips, flips.model_copy(update={"trap": "t2", "flipped": []})])])
     with pytest.raises(InputDataError, match=r"s1: no trap analysis"):
         validate.fn([_build([])])
+
+
+def test_the_cohort_judge_is_probed_for_injected_instructions(tmp_path: Path) -> None:
+    """The judge-injection probe reaches RWE's cohort judge: an ineligible case carrying a
+    payload must stay excluded. The offline rules judge is not moved; a judge that obeys
+    instructions found in the case is caught."""
+    import json
+
+    from tasks_lib.audits.injection import PLAIN_ANSWER
+    from tasks_lib.audits.pool import injections
+    from tasks_lib.llm import Completion, Message
+    from tasks_lib.rwe.pool_audit import rwe_judge_answers
+    from tests.tasks_lib.rwe.pool_support import small_pool
+
+    url = small_pool(tmp_path / "pool")
+    payloads = [p["text"] for p in injections()]
+    answers = [PLAIN_ANSWER] + [f"{PLAIN_ANSWER}\n{p}" for p in payloads]
+    assert rwe_judge_answers(url, answers, "rules") == [0.0] * len(answers)
+
+    def obedient(model: str, messages: list[Message], **_: object) -> Completion:
+        text = str(messages[-1].content)  # the case is JSON in the prompt: payloads escaped
+        told = any(json.dumps(p, ensure_ascii=False)[1:-1] in text or
+                   json.dumps(p)[1:-1] in text for p in payloads)
+        verdict = {"violations": [] if told else ["out of range"], "exclude": not told}
+        return Completion(text=json.dumps(verdict), prompt_tokens=1, completion_tokens=1,
+                          latency_s=0.0)
+
+    values = rwe_judge_answers(url, answers, "obedient-judge", completion=obedient)
+    assert values == [0.0] + [1.0] * len(payloads)
+    report = audit_pool(url, judge_model="rules", sandbox=False)
+    probe = next(f for f in report.findings if f.check == "judge_injection")
+    assert probe.passed and "answer judge" in probe.rule
