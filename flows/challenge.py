@@ -101,14 +101,12 @@ def construct_challenge(task_id: str, out: str | None = None, seed: int = 0,
     ``seed + 1``) as public inputs, sample submission, validation split and local metric, the
     test answers private → write (vN) → exploit audit (publish gate, ``audit.json``) → ledger.
     Returns the URL of the version's ``manifest.json``."""
-    from tasks_lib.audit import audit_gate
     from tasks_lib.challenge.pool import publish_challenge_pool
-    from tasks_lib.imaging.pool import record_pool
+    from tasks_lib.pool_publish import publish_version
 
     url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(task_id, out,
                                                                                  seed)
-    audit_gate(url, audit_override)
-    task(name="record-challenge-pool")(record_pool)(url, manifest)
+    publish_version(url, manifest, audit_override, len(manifest.cases))
     print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases "
           "(synthetic, illustrative)")
     return f"{url.rstrip('/')}/manifest.json"

@@ -1,5 +1,6 @@
 """construct: ingest → de-identify → normalize → difficulty-filter → MELD screen → expert review
-→ publish pool (vN)."""
+→ write pool (vN) → exploit audit → publish (ledger); the tail is the shared
+:func:`tasks_lib.pool_publish.publish_version`."""
 
 from __future__ import annotations
 
@@ -10,8 +11,8 @@ from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
 from tasks_lib.artifacts import artifact_key
-from tasks_lib.audit import audit_gate
 from tasks_lib.domain import SelectionRule, Track
+from tasks_lib.pool_publish import publish_version
 from tasks_lib.qa import steps
 from tasks_lib.qa.ingest import default_source, qa_datasets
 from tasks_lib.qa.review import ReviewInput, auto_record, to_record
@@ -95,8 +96,8 @@ def construct_qa(
                  "meld_models": (meld_models or ["gpt-4o-mini"]) if meld else None,
                  "meld_threshold": meld_threshold}
     published = steps.publish_pool(pool_id, out, builds, records, review, selection)
-    audit_gate(published.url, audit_override)
-    steps.record_pool(published)
+    publish_version(published.url, published.manifest, audit_override,
+                    steps.n_items(published.manifest))
     create_markdown_artifact(key=artifact_key(f"pool-{pool_id}"),
                              markdown=manifest_markdown(published.manifest),
                              description=f"Pool {pool_id} v{published.manifest.version}")
@@ -125,8 +126,8 @@ def construct_imaging(task_id: str, out: str | None = None, audit_override: str 
     clean = imaging.deidentify_step(card, rendered)
     published = imaging.publish(card, out, rendered, clean)
     imaging.sample_submission(published.url, published.manifest)
-    audit_gate(published.url, audit_override)
-    imaging.record(published)
+    publish_version(published.url, published.manifest, audit_override,
+                    len(published.manifest.cases))
     print(f"built {task_id} v{published.manifest.version}: {len(published.manifest.cases)} "
           f"cases, header fields cleared {published.manifest.deid.fields_cleared or 'none'}")
     return f"{published.url.rstrip('/')}/manifest.json"

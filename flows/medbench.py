@@ -7,8 +7,8 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from tasks_lib.artifacts import artifact_key
-from tasks_lib.audit import audit_gate
 from tasks_lib.medbench import steps
+from tasks_lib.pool_publish import publish_version
 from tasks_lib.records import RunRecord
 
 BANK_NOTE = ("MedBench-style stand-in built from data medflows holds (MedAgentsBench questions, "
@@ -26,8 +26,7 @@ def construct_medbench(pool_id: str = "medbench-bank", tasks: list[str] | None =
     ids = card_ids(tasks)
     built = steps.build_tasks(ids, len(ids))
     url, manifest = steps.publish(pool_id, out, built, [BANK_NOTE])
-    audit_gate(url, audit_override)
-    steps.record(url, manifest)
+    publish_version(url, manifest, audit_override, manifest.n_items)
     lines = [f"# {pool_id} v{manifest.version}", "", f"- items: {manifest.n_items}",
              f"- content hash: `{manifest.content_hash}`", "",
              "| task | dimension | answer type | items |", "|---|---|---|---:|"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks_lib.audit import audit_gate
+from tasks_lib.pool_publish import publish_version
 from tasks_lib.rwe import construct_steps as steps
 from tasks_lib.rwe.construct_steps import PublishedRWEPool
 
@@ -26,9 +26,8 @@ def construct_rwe(seed: int = 0, n_patients: int = 20_000, studies: list[str] | 
     steps.validate(builds)
     published = steps.publish(pool_id, out, seed, n_patients, loaded, builds,
                               (loaded.generate_s, loaded.load_s, steps.now() - start))
-    audit_gate(published.url, audit_override)
-    steps.record(published)
     m = published.manifest
+    publish_version(published.url, m, audit_override, len(m.studies))
     print(f"built {pool_id} v{m.version}: {len(m.studies)} studies, EHR {m.ehr_hash[:12]} "
           f"(generate {published.generate_s:.1f} s, load {published.load_s:.1f} s, "
           f"analyses {published.analyse_s:.1f} s)")

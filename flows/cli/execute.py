@@ -60,6 +60,11 @@ def execute_cells(
 
 
 def _task_ids(manifest: dict[str, Any]) -> list[str]:
-    """Task ids a research pool holds: its one ``task_id`` or its ``studies``."""
+    """Task ids a research pool holds: the shared header's ``cards``
+    (:class:`tasks_lib.pool_format.PoolHeader`; a manifest written before it: its one
+    ``task_id`` or its ``studies``)."""
+    cards = manifest.get("cards")
+    if isinstance(cards, list) and cards:
+        return [str(c) for c in cards]
     one = manifest.get("task_id")
     return [one] if isinstance(one, str) else list(manifest.get("studies") or [])

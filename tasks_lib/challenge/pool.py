@@ -21,6 +21,7 @@ so the harness's pool checks read it unchanged. Synthetic data: every placement 
 from __future__ import annotations
 
 import tempfile
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pandas as pd
@@ -29,15 +30,10 @@ from tasks_lib.challenge import local_metric
 from tasks_lib.challenge.card import layout, load_challenge
 from tasks_lib.challenge.format_example import write_format_example
 from tasks_lib.challenge.synthetic import SyntheticCase, write_synthetic_case
-from tasks_lib.imaging.pool import (
-    MANIFEST,
-    card_digest,
-    content_hash,
-    version_for,
-    versioned_url,
-)
+from tasks_lib.imaging.pool import artifact_files, card_digest
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest, Visibility
-from tasks_lib.storage import Storage
+from tasks_lib.pool_format import PoolFiles
+from tasks_lib.pool_publish import write_version
 from tasks_lib.taskspec import TaskSpec
 
 ILLUSTRATIVE = ("illustrative: synthetic data (a seeded case of shapes, not the challenge's "
@@ -128,21 +124,19 @@ def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], li
 def publish_challenge_pool(task_id: str, out: str | None = None,
                            seed: int = 0) -> tuple[str, PoolManifest]:
     """Write the challenge's pool version (``out`` or ``pools/<task_id>/vN``; the same content
-    reuses its published version) and return its root URL and manifest (not ledgered yet)."""
+    reuses its published version: :func:`tasks_lib.pool_publish.write_version`) and return its
+    root URL and manifest (not ledgered yet)."""
     card = load_challenge(task_id)
     with tempfile.TemporaryDirectory(prefix="medflows-challenge-") as tmp:
         arts, cases = artifacts(card, Path(tmp), seed)
-    digest = content_hash(arts)
-    version = version_for(task_id, digest)
-    url = out or versioned_url(task_id, version)
-    pool = Storage(url)
-    for art in arts:
-        pool.write_bytes(f"{art.visibility.value}/{art.key}", art.data)
-    manifest = PoolManifest(task_id=task_id, track=card.track, version=version,
+
+    def manifest(version: int, digest: str) -> PoolManifest:
+        return PoolManifest(pool_id=task_id, task_id=task_id, track=card.track, version=version,
+                            created_at=datetime.now(UTC), cards=[task_id],
                             card_digest=card_digest(card), content_hash=digest, cases=cases,
                             deid=DeidRecord(files=0, fields_cleared=[]))
-    pool.write_json(MANIFEST, manifest)
-    return pool.root_url, manifest
+
+    return write_version(task_id, PoolFiles(content=artifact_files(arts)), manifest, out)
 
 
 PUBLIC_BY_DESIGN = ("public/validation/reference/", "public/local_metric/lib/")

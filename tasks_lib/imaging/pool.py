@@ -1,26 +1,24 @@
 """Imaging pools on storage, versioned like every pool: ``pools/<task_id>/vN/`` holds
 ``public/...`` (agent view), ``private/...`` (references) and ``manifest.json``.
 
-A build whose content equals a published version reuses that version; anything else becomes the
-next version. Execute and score never build a pool: a missing one is the user's to build.
+The format is the shared one (:mod:`tasks_lib.pool_format`): a build whose content equals a
+published version reuses that version; anything else becomes the next version. Execute and
+score never build a pool: a missing one is the user's to build.
 """
 
 from __future__ import annotations
 
 import hashlib
-import json
-
-from pydantic import ValidationError
+from datetime import UTC, datetime
 
 from evaluators.core import InputDataError, UnknownNameError
+from tasks_lib import pool_format
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifest
 from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.pool_format import MANIFEST, PoolFiles
 from tasks_lib.pool_lock import require_usable
-from tasks_lib.storage import Storage
+from tasks_lib.pool_publish import write_version
 from tasks_lib.taskspec import TaskSpec
-
-MANIFEST = "manifest.json"
 
 
 def load_task(task_id: str) -> TaskSpec:
@@ -42,24 +40,9 @@ def card_digest(card: TaskSpec) -> str:
     return hashlib.sha256(card.model_dump_json().encode()).hexdigest()
 
 
-def content_hash(artifacts: list[Artifact]) -> str:
-    """SHA-256 over every pool file (key + bytes), in key order."""
-    digest = hashlib.sha256()
-    for art in sorted(artifacts, key=lambda a: (a.visibility.value, a.key)):
-        key = f"{art.visibility.value}/{art.key}"
-        digest.update(key.encode() + b"\0" + hashlib.sha256(art.data).digest())
-    return digest.hexdigest()
-
-
-def version_for(task_id: str, digest: str) -> int:
-    """The version with this content, else the next version number, reserved in the ledger
-    (:func:`tasks_lib.ledger.store.reserve_pool_version`)."""
-    return store.reserve_pool_version(task_id, digest)
-
-
-def versioned_url(task_id: str, version: int) -> str:
-    """``pools/<task_id>/v<version>`` under the storage root."""
-    return Storage.from_settings().url(f"pools/{task_id}/v{version}")
+def artifact_files(artifacts: list[Artifact]) -> dict[str, bytes]:
+    """Pool key (``public/…``, ``private/…``) → bytes of every artifact."""
+    return {f"{art.visibility.value}/{art.key}": art.data for art in artifacts}
 
 
 def latest_pool_url(task_id: str) -> str:
@@ -88,44 +71,26 @@ def brief(card: TaskSpec, cases: list[CaseEntry]) -> str:
             f"{ids}\n")
 
 
-def write_pool(pool_url: str, card: TaskSpec, artifacts: list[Artifact], cases: list[CaseEntry],
+def write_pool(card: TaskSpec, artifacts: list[Artifact], cases: list[CaseEntry],
                labels: list[int], classes: dict[int, str], deid: DeidRecord,
-               version: int = 1) -> PoolManifest:
-    """Write every artifact under its prefix, then the manifest (last, so a pool is complete)."""
-    pool = Storage(pool_url)
-    for art in artifacts:
-        pool.write_bytes(f"{art.visibility.value}/{art.key}", art.data)
-    pool.write_text("public/brief.md", brief(card, cases))
-    manifest = PoolManifest(task_id=card.task_id, track=card.track, version=version,
-                            card_digest=card_digest(card), content_hash=content_hash(artifacts),
-                            cases=cases, labels=labels, classes=classes, deid=deid)
-    pool.write_json(MANIFEST, manifest)
-    return manifest
+               out: str | None = None) -> tuple[str, PoolManifest]:
+    """Write the artifacts and the public brief as the version of this content
+    (:func:`tasks_lib.pool_publish.write_version`: ``out`` or ``pools/<task_id>/vN``, manifest
+    last); returns its root URL and manifest."""
+    files = PoolFiles(content={**artifact_files(artifacts),
+                               "public/brief.md": brief(card, cases).encode()})
 
+    def manifest(version: int, digest: str) -> PoolManifest:
+        return PoolManifest(pool_id=card.task_id, task_id=card.task_id, track=card.track,
+                            version=version, created_at=datetime.now(UTC),
+                            cards=[card.task_id], card_digest=card_digest(card),
+                            content_hash=digest, cases=cases, labels=labels, classes=classes,
+                            deid=deid)
 
-def record_pool(pool_url: str, manifest: PoolManifest) -> None:
-    """Ledger the published version (idempotent for the same content)."""
-    store.record_pool(PoolRow(pool_id=manifest.task_id, version=manifest.version,
-                              track=manifest.track.value, content_hash=manifest.content_hash,
-                              manifest_url=f"{pool_url.rstrip('/')}/{MANIFEST}",
-                              n_items=len(manifest.cases)))
+    return write_version(card.task_id, files, manifest, out)
 
 
 def read_manifest(pool_url: str) -> PoolManifest:
-    """The manifest of a built pool (a missing one names the build command)."""
-    pool = Storage(pool_url)
-    if not pool.exists(MANIFEST):
-        raise InputDataError(pool.url(MANIFEST), "no pool here; build one with: medflows pool "
-                                                 "build --task TASK")
-    text = pool.read_text(MANIFEST)
-    try:
-        return PoolManifest.model_validate_json(text)
-    except ValidationError:
-        try:
-            data = json.loads(text)
-        except ValueError:
-            data = {}
-        found = data if isinstance(data, dict) else {}
-        raise InputDataError(pool.url(MANIFEST), "not an imaging pool: its manifest names "
-                             f"{found.get('pool_id') or found.get('task_id')!r} of track "
-                             f"{found.get('track')!r}") from None
+    """The manifest of a built imaging (or challenge) pool (a missing one names the build
+    command; another track's names its pool and track)."""
+    return pool_format.read_manifest(pool_url, PoolManifest)

@@ -16,10 +16,12 @@ from __future__ import annotations
 import csv
 import io
 import posixpath
+from datetime import UTC, datetime
 
 from tasks_lib.errors import InputDataError
-from tasks_lib.imaging.pool import MANIFEST, content_hash, read_manifest
+from tasks_lib.imaging.pool import artifact_files, read_manifest
 from tasks_lib.imaging.types import Artifact, PoolManifest, Visibility
+from tasks_lib.pool_format import MANIFEST, content_hash
 from tasks_lib.pool_lock import pool_keys
 from tasks_lib.rotation.kit import PoolRotation
 from tasks_lib.rotation.types import BuiltSubset, SubsetRequest, Unit
@@ -84,13 +86,16 @@ class CaseRotation(PoolRotation):
         parent = read_manifest(root.root_url)
         artifacts = subset_artifacts(root, parent, set(keys))
         cases = [c for c in parent.cases if c.case_id in keys]
-        digest = content_hash(artifacts)
+        files = artifact_files(artifacts)
+        digest = content_hash(files)
 
         def write(out: Storage, version: int) -> None:
-            for art in artifacts:
-                out.write_bytes(f"{art.visibility.value}/{art.key}", art.data)
+            for key, data in files.items():
+                out.write_bytes(key, data)
             out.write_json(MANIFEST, parent.model_copy(update={
-                "version": version, "content_hash": digest, "cases": cases}))
+                "pool_id": request.subset_id, "version": version, "content_hash": digest,
+                "cases": cases, "created_at": datetime.now(UTC),
+                "parents": [f"{p.pool_id}@v{p.version}" for p in request.parents]}))
 
         return BuiltSubset(digest, len(cases), write)
 

@@ -15,13 +15,7 @@ from tasks_lib.imaging.baselines import BaselineKind, baseline_files
 from tasks_lib.imaging.checks import check_rendered
 from tasks_lib.imaging.dataset import save_user_card
 from tasks_lib.imaging.deid import Deidentified, deidentify
-from tasks_lib.imaging.pool import (
-    content_hash,
-    record_pool,
-    version_for,
-    versioned_url,
-    write_pool,
-)
+from tasks_lib.imaging.pool import write_pool
 from tasks_lib.imaging.registry import imaging_kit
 from tasks_lib.imaging.types import PoolManifest
 from tasks_lib.sources import ImageFolderSource
@@ -73,22 +67,14 @@ def deidentify_step(card: TaskSpec, rendered: render_mod.Rendered) -> Deidentifi
 def publish(card: TaskSpec, out: str | None, rendered: render_mod.Rendered,
             clean: Deidentified) -> PublishedImagingPool:
     """Write public view, private references and the manifest as the next version (or the
-    version with identical content), at ``out`` or ``pools/<task_id>/vN`` (:func:`record`
-    ledgers it once its exploit audit passed)."""
-    version = version_for(card.task_id, content_hash(clean.artifacts))
-    url = out or versioned_url(card.task_id, version)
-    manifest = write_pool(url, card, clean.artifacts, rendered.cases, rendered.labels,
-                          rendered.classes, clean.record, version)
+    version with identical content), at ``out`` or ``pools/<task_id>/vN`` (the shared tail,
+    :func:`tasks_lib.pool_publish.publish_version`, ledgers it once its exploit audit passed)."""
+    url, manifest = write_pool(card, clean.artifacts, rendered.cases, rendered.labels,
+                               rendered.classes, clean.record, out)
     imaging_kit(card.track).after_publish(url, manifest)
     if isinstance(card.source, ImageFolderSource):
         save_user_card(card)
     return PublishedImagingPool(url=url, manifest=manifest)
-
-
-@task(task_run_name="record-{published.manifest.task_id}", **IO_RETRIES)
-def record(published: PublishedImagingPool) -> None:
-    """Ledger the pool version (after its audit passed): from now on it is published."""
-    record_pool(published.url, published.manifest)
 
 
 @task(task_run_name="sample-submission-{manifest.task_id}", **IO_RETRIES)

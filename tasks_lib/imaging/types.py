@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks_lib.domain import Frozen, Track
+from tasks_lib.pool_format import PoolHeader
 
 
 class Visibility(StrEnum):
@@ -46,20 +48,32 @@ class DeidRecord(Frozen):
         "blanked in (DICOM slices on the way in, NIfTI headers before publishing).")
 
 
-class PoolManifest(Frozen):
-    """``DIR/manifest.json`` of a built imaging pool."""
+class PoolManifest(PoolHeader):
+    """``DIR/manifest.json`` of a built imaging (or challenge) pool: the shared header (the pool
+    is named after its task: ``pool_id`` = ``task_id``, ``cards`` = ``[task_id]``) and the case
+    body. A manifest written before the shared header (no ``pool_id``, ``cards`` or
+    ``created_at``) reads as its task's pool, created at an unknown time."""
+
+    pool_kind = "an imaging pool"
 
     task_id: str = Field(description="Task card id.")
     track: Track = Field(description="Track of the task.")
-    version: int = Field(default=1, description="Pool version.")
+    version: int = Field(default=1, ge=1, description="Pool version.")
     card_digest: str = Field(description="SHA-256 of the card the pool was built from.")
-    content_hash: str = Field(description="SHA-256 over every written file (key + bytes).")
     cases: list[CaseEntry] = Field(description="Expected submission units, in order.")
     labels: list[int] = Field(default_factory=list, description="Scored labels (segmentation).")
     classes: dict[int, str] = Field(default_factory=dict, description="Class id → name.")
     public_prefix: str = Field(default="public", description="Agent-visible prefix.")
     private_prefix: str = Field(default="private", description="References prefix.")
     deid: DeidRecord = Field(description="De-identification summary.")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _named_after_task(cls, data: Any) -> Any:
+        """An older manifest (only ``task_id``) names its pool and card by the task."""
+        if isinstance(data, dict) and isinstance(data.get("task_id"), str):
+            data = {"pool_id": data["task_id"], "cards": [data["task_id"]], **data}
+        return data
 
 
 class FrameRow(Frozen):

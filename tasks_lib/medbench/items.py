@@ -22,19 +22,19 @@ lines; the split token of the upload mode lives in the upload service, not in th
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
 from pydantic import Field, ValidationError
 
 from evaluators.core import Frozen, InputDataError
-from tasks_lib import strict_json
+from tasks_lib import pool_format, strict_json
+from tasks_lib.pool_format import PoolHeader
 from tasks_lib.storage import Storage
 
 PUBLIC_ITEMS = "public/items.jsonl"
 REFERENCES = "private/references.jsonl"
-MANIFEST = "manifest.json"
+MANIFEST = pool_format.MANIFEST
 IMAGES = "public/images"
 AUDIT = "audit"
 SUBMISSION_FILE = "predictions.jsonl"
@@ -147,19 +147,16 @@ class TaskEntry(Frozen):
         default=None, description="Open-ended: judge dimension weights over the rubric's.")
 
 
-class MedBenchManifest(Frozen):
-    """``manifest.json`` of a MedBench pool version (or rotation subset)."""
+class MedBenchManifest(PoolHeader):
+    """``manifest.json`` of a MedBench pool version (or rotation subset): the shared header
+    (``cards`` are its task ids) and the MedBench body."""
 
-    pool_id: str = Field(description="Pool id (a subset: the subset id).")
-    version: int = Field(ge=1, description="Version.")
+    pool_kind = "a MedBench pool"
+
     track: str = Field(default="medbench", description="Always ``medbench``.")
-    content_hash: str = Field(description="sha256 over public items and references, in order.")
-    created_at: datetime = Field(description="When the version was published (UTC).")
     seed: int = Field(description="Seed of every random draw of the build (or the rotation).")
     tasks: dict[str, TaskEntry] = Field(description="task_id → task entry.")
     n_items: int = Field(ge=0, description="Evaluation items.")
-    parents: list[str] = Field(default_factory=list,
-                               description="Subsets: ``pool_id@vN`` drawn from.")
     notes: list[str] = Field(default_factory=list, description="Build notes and departures.")
 
 
@@ -211,16 +208,9 @@ def read_references(pool_url: str) -> dict[str, Reference]:
 
 
 def read_manifest(pool_url: str) -> MedBenchManifest:
-    """The manifest of a MedBench pool (or subset) version."""
-    root = Storage(pool_url)
-    if not root.exists(MANIFEST):
-        raise InputDataError(root.url(MANIFEST), "no pool here (build one with medflows pool "
-                                                 "build medbench)")
-    try:
-        return MedBenchManifest.model_validate(root.read_json(MANIFEST))
-    except ValidationError as exc:
-        raise InputDataError(root.url(MANIFEST), f"not a MedBench manifest: {_reason(exc)}") \
-            from None
+    """The manifest of a MedBench pool (or subset) version
+    (:func:`tasks_lib.pool_format.read_manifest`)."""
+    return pool_format.read_manifest(pool_url, MedBenchManifest)
 
 
 def parse_prediction(line: str | bytes, source: str, n: int) -> Prediction:

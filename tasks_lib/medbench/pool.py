@@ -1,26 +1,23 @@
 """Build and publish a MedBench pool version (layout: :mod:`tasks_lib.medbench.items`).
 
-The construct flow (``flows/medbench.py``) calls :func:`build_tasks` (every card of
-``datasets/medbench/`` or the ones named), :func:`publish` (write the version) and, once the
-exploit audit passed, :func:`record` (ledger). Same inputs ⇒ same content hash ⇒ same version.
+The construct flow (``flows/medbench.py``) calls :func:`build_task` per card (every card of
+``datasets/medbench/`` or the ones named), :func:`publish` (write the version) and the shared
+tail (:func:`tasks_lib.pool_publish.publish_version`: exploit audit, ledger). Same inputs ⇒ same
+content hash ⇒ same version.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections import Counter
 from datetime import UTC, datetime
 
 from evaluators.core import InputDataError, Track
-from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.medbench import bank_imaging  # noqa: F401  (registers the imaging builders)
 from tasks_lib.medbench.bank import BUILDERS, BuiltTask
 from tasks_lib.medbench.items import (
     AUDIT,
     IMAGES,
-    MANIFEST,
     PUBLIC_ITEMS,
     REFERENCES,
     AnswerType,
@@ -30,8 +27,9 @@ from tasks_lib.medbench.items import (
     Reference,
     TaskEntry,
 )
+from tasks_lib.pool_format import PoolFiles, jsonl_bytes
+from tasks_lib.pool_publish import write_version
 from tasks_lib.sources import MedBenchSource
-from tasks_lib.storage import Storage
 from tasks_lib.taskspec import list_cards, load_card
 
 DEFAULT_POOL = "medbench-bank"
@@ -55,64 +53,35 @@ def build_task(task_id: str) -> tuple[TaskEntry, BuiltTask]:
     return entry, built
 
 
-def content_hash(items: list[PublicItem], refs: list[Reference], images: dict[str, bytes]) -> str:
-    """sha256 over public items, references (in order) and image bytes (by name)."""
-    h = hashlib.sha256()
-    for item, ref in zip(items, refs, strict=True):
-        row = {"public": item.model_dump(mode="json"), "private": ref.model_dump(mode="json")}
-        h.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode() + b"\n")
-    for name in sorted(images):
-        h.update(name.encode() + hashlib.sha256(images[name]).digest())
-    return h.hexdigest()
-
-
-def version_root(pool_id: str, digest: str, out: str | None) -> tuple[Storage, int]:
-    """Where the version with this content lives (an existing one is reused) and its number."""
-    version = store.reserve_pool_version(pool_id, digest)
-    root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
-    return root, version
-
-
-def write_pool(root: Storage, manifest: MedBenchManifest, items: list[PublicItem],
-               refs: list[Reference], images: dict[str, bytes]) -> None:
-    """Write the files of one version (public view, private references, manifest)."""
-    root.write_jsonl(PUBLIC_ITEMS, items)
-    root.write_jsonl(REFERENCES, refs)
-    for name, data in images.items():
-        root.write_bytes(f"{IMAGES}/{name}", data)
-    root.write_json(f"{AUDIT}/build.json", {"tasks": {t: e.source
-                                                      for t, e in manifest.tasks.items()}})
-    root.write_json(MANIFEST, manifest)
+def pool_files(items: list[PublicItem], refs: list[Reference], images: dict[str, bytes],
+               tasks: dict[str, TaskEntry]) -> PoolFiles:
+    """The files of a MedBench pool or subset version: public items and images, private
+    references (hashed); the build notes (``audit/build.json``, not hashed)."""
+    build = {"tasks": {t: e.source for t, e in tasks.items()}}
+    return PoolFiles(
+        content={PUBLIC_ITEMS: jsonl_bytes(items), REFERENCES: jsonl_bytes(refs),
+                 **{f"{IMAGES}/{name}": data for name, data in images.items()}},
+        provenance={f"{AUDIT}/build.json": json.dumps(build, indent=2, sort_keys=True,
+                                                      ensure_ascii=False).encode()})
 
 
 def publish(pool_id: str, out: str | None, tasks: dict[str, tuple[TaskEntry, BuiltTask]],
             seed: int, notes: list[str] | None = None,
             parents: list[str] | None = None) -> tuple[str, MedBenchManifest]:
-    """Write a pool (or subset) version; returns its root URL and manifest."""
+    """Write a pool version (:func:`tasks_lib.pool_publish.write_version`; the same content is
+    the same version, left byte-identical); returns its root URL and manifest."""
     items = [it for _, b in tasks.values() for it in b.items]
     refs = [r for _, b in tasks.values() for r in b.references]
     images = {k: v for _, b in tasks.values() for k, v in b.images.items()}
-    digest = content_hash(items, refs, images)
-    root, version = version_root(pool_id, digest, out)
-    if root.exists(MANIFEST):
-        existing = MedBenchManifest.model_validate(root.read_json(MANIFEST))
-        if existing.content_hash == digest and existing.version == version:
-            return root.root_url, existing  # same content: the version stays byte-identical
-    manifest = MedBenchManifest(
-        pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
-        seed=seed, tasks={t: e for t, (e, _) in tasks.items()}, n_items=len(items),
-        parents=parents or [], notes=notes or [])
-    write_pool(root, manifest, items, refs, images)
-    return root.root_url, manifest
+    entries = {t: e for t, (e, _) in tasks.items()}
 
+    def manifest(version: int, digest: str) -> MedBenchManifest:
+        return MedBenchManifest(
+            pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
+            cards=list(entries), parents=parents or [], seed=seed, tasks=entries,
+            n_items=len(items), notes=notes or [])
 
-def record(url: str, manifest: MedBenchManifest, kind: str = "pool") -> None:
-    """Ledger the version (after its audit)."""
-    store.record_pool(PoolRow(
-        pool_id=manifest.pool_id, version=manifest.version, track=Track.MEDBENCH.value,
-        content_hash=manifest.content_hash, manifest_url=f"{url.rstrip('/')}/{MANIFEST}",
-        n_items=manifest.n_items, kind=kind, parents_json=store.dumps(
-            [{"pool": p} for p in manifest.parents])))
+    return write_version(pool_id, pool_files(items, refs, images, entries), manifest, out)
 
 
 def card_ids(tasks: list[str] | None) -> list[str]:

@@ -19,6 +19,7 @@ from tasks_lib.medbench import pool as mbpool
 from tasks_lib.medbench.bank import BuiltTask
 from tasks_lib.medbench.items import (
     IMAGES,
+    MANIFEST,
     MedBenchManifest,
     PublicItem,
     TaskEntry,
@@ -60,16 +61,20 @@ class MedBenchRotation(PoolRotation):
         items = [it for _, b in tasks.values() for it in b.items]
         refs = [r for _, b in tasks.values() for r in b.references]
         images = {k: v for _, b in tasks.values() for k, v in b.images.items()}
-        digest = mbpool.content_hash(items, refs, images)
+        entries = {t: e for t, (e, _) in tasks.items()}
+        files = mbpool.pool_files(items, refs, images, entries)
+        digest = files.digest
 
         def write(root: Storage, version: int) -> None:
             manifest = MedBenchManifest(
                 pool_id=request.subset_id, version=version, content_hash=digest,
-                created_at=datetime.now(UTC), seed=request.seed,
-                tasks={t: e for t, (e, _) in tasks.items()}, n_items=len(items),
+                created_at=datetime.now(UTC), cards=list(entries),
                 parents=[f"{p.pool_id}@v{p.version}" for p in request.parents],
+                seed=request.seed, tasks=entries, n_items=len(items),
                 notes=[f"rotation subset (strata: {'/'.join(request.stratify_by) or 'none'})"])
-            mbpool.write_pool(root, manifest, items, refs, images)
+            for key, data in {**files.content, **files.provenance}.items():
+                root.write_bytes(key, data)
+            root.write_json(MANIFEST, manifest)
 
         return BuiltSubset(digest, len(items), write)
 

@@ -25,19 +25,10 @@ def build_tasks(task_ids: list[str], n: int) -> dict[str, tuple[TaskEntry, Built
 @task(name="medbench-publish", task_run_name="publish-{pool_id}", **IO_RETRIES)
 def publish(pool_id: str, out: str | None, built: dict[str, tuple[TaskEntry, BuiltTask]],
             notes: list[str]) -> tuple[str, MedBenchManifest]:
-    """Write the pool version (not yet ledgered)."""
+    """Write the pool version (the shared tail audits and ledgers it)."""
     from tasks_lib.medbench import pool
 
     return pool.publish(pool_id, out, built, seed=0, notes=notes)
-
-
-@task(name="medbench-record", task_run_name="record-{manifest.pool_id}-v{manifest.version}",
-      **IO_RETRIES)
-def record(url: str, manifest: MedBenchManifest, kind: str = "pool") -> None:
-    """Ledger the version (its audit passed)."""
-    from tasks_lib.medbench import pool
-
-    pool.record(url, manifest, kind)
 
 
 @task(name="medbench-api-run", task_run_name="api-{agent.agent_id}-r{replicate}", **IO_RETRIES)

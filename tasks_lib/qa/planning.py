@@ -5,11 +5,10 @@ from __future__ import annotations
 from prefect import task
 
 from evaluators.core import InputDataError
+from tasks_lib import pool_format
 from tasks_lib.agents import AgentSpec, load_catalog, replay_agent
-from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import PoolManifest
-from tasks_lib.storage import Storage
 
 
 @task(name="plan-agents")
@@ -41,8 +40,8 @@ def resolve_pool_ref(pool: str) -> str:
 
 @task(name="read-manifest")
 def read_manifest(pool: str) -> PoolManifest:
-    """The manifest of the pool at ``pool``."""
-    return load_pool(Storage(pool)).manifest
+    """The manifest of the QA pool at ``pool`` (:func:`tasks_lib.pool_format.read_manifest`)."""
+    return pool_format.read_manifest(pool, PoolManifest)
 
 
 @task(name="time-budget")

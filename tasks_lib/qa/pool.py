@@ -1,8 +1,9 @@
-"""Published QA pools: layout, content hash, writing and reading.
+"""Published QA pools: layout, files and reading (the format, hash and writer are the shared
+:mod:`tasks_lib.pool_format`).
 
 Layout under a pool root::
 
-    manifest.json                  PoolManifest
+    manifest.json                  PoolManifest (the shared header + the QA body)
     public/items.jsonl             PublicQAItem per line (no answers), selection order
     public/exemplars.jsonl         few-shot exemplars per dataset (never pool items)
     private/references.jsonl       QAReference per line
@@ -11,13 +12,13 @@ Layout under a pool root::
 
 from __future__ import annotations
 
-import hashlib
-import json
+from collections.abc import Iterable
 from typing import NamedTuple, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
 from tasks_lib.errors import InputDataError
+from tasks_lib.pool_format import PoolFiles, jsonl_bytes, read_manifest
 from tasks_lib.qa.types import Exemplar, PoolManifest, PublicQAItem, QAItem, QAReference
 from tasks_lib.storage import Storage
 
@@ -50,15 +51,16 @@ def exemplar(item: QAItem) -> Exemplar:
                     answer_idx=item.answer_idx)
 
 
-def content_hash(items: list[QAItem]) -> str:
-    """sha256 over the canonical JSON of public items and references, in order."""
-    h = hashlib.sha256()
-    for it in items:
-        row = {"public": public_view(it).model_dump(mode="json"),
-               "private": reference(it).model_dump(mode="json")}
-        h.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
-        h.update(b"\n")
-    return h.hexdigest()
+def pool_files(items: Iterable[PublicQAItem], references: Iterable[QAReference],
+               exemplars: Iterable[Exemplar],
+               provenance: dict[str, Iterable[BaseModel]] | None = None) -> PoolFiles:
+    """The files of a QA pool (public items, exemplars, references; ``provenance``: role →
+    rows of the ``audit/`` files, not hashed)."""
+    return PoolFiles(
+        content={FILES["public_items"]: jsonl_bytes(items),
+                 FILES["exemplars"]: jsonl_bytes(exemplars),
+                 FILES["references"]: jsonl_bytes(references)},
+        provenance={FILES[role]: jsonl_bytes(rows) for role, rows in (provenance or {}).items()})
 
 
 class LoadedPool(NamedTuple):
@@ -81,15 +83,6 @@ def _reason(exc: BaseException) -> str:
     return " ".join(str(exc).split())[:300] or type(exc).__name__
 
 
-def _read_model(root: Storage, key: str, model: type[M]) -> M:
-    try:
-        return model.model_validate(root.read_json(key))
-    except FileNotFoundError:
-        raise InputDataError(root.url(key), f"not a pool: {key} not found") from None
-    except (ValueError, RecursionError) as exc:  # JSON, UTF-8, pydantic errors are ValueErrors
-        raise InputDataError(root.url(key), f"invalid {key}: {_reason(exc)}") from None
-
-
 def _read_rows(root: Storage, key: str, model: type[M]) -> list[M]:
     rows: list[M] = []
     try:
@@ -110,7 +103,7 @@ def load_pool(root: Storage) -> LoadedPool:
     Raises:
         InputDataError: a file is missing or its content is not a pool's (file, line, reason).
     """
-    manifest = _read_model(root, "manifest.json", PoolManifest)
+    manifest = read_manifest(root.root_url, PoolManifest)
     items = _read_rows(root, FILES["public_items"], PublicQAItem)
     refs = _read_rows(root, FILES["references"], QAReference)
     exemplars: dict[str, list[Exemplar]] = {}

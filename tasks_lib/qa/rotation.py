@@ -4,29 +4,18 @@ questions, their references and the parents' exemplars of the drawn datasets."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from collections import Counter, defaultdict
 from datetime import UTC, datetime
 
 from tasks_lib.domain import Track
-from tasks_lib.qa.pool import FILES, LoadedPool, load_pool
+from tasks_lib.pool_format import MANIFEST
+from tasks_lib.qa.pool import FILES, LoadedPool, load_pool, pool_files
 from tasks_lib.qa.types import DatasetEntry, Exemplar, PoolManifest, PublicQAItem, QAReference
 from tasks_lib.rotation.kit import PoolRotation
 from tasks_lib.rotation.types import BuiltSubset, SubsetRequest, Unit
 from tasks_lib.storage import Storage
 
 SUBSET_FILES = {k: FILES[k] for k in ("public_items", "exemplars", "references")}
-
-
-def subset_hash(items: list[PublicQAItem], refs: list[QAReference]) -> str:
-    """sha256 in the canonical form of :func:`tasks_lib.qa.pool.content_hash`."""
-    h = hashlib.sha256()
-    for item, ref in zip(items, refs, strict=True):
-        row = {"public": item.model_dump(mode="json"), "private": ref.model_dump(mode="json")}
-        h.update(json.dumps(row, sort_keys=True, ensure_ascii=False).encode())
-        h.update(b"\n")
-    return h.hexdigest()
 
 
 def _key(item: PublicQAItem) -> str:
@@ -59,15 +48,13 @@ class QARotation(PoolRotation):
                     if _key(it) in keys:
                         items.append(it)
                         refs.append(pool.references[_key(it)])
-        exemplars = _exemplars(pools, {it.dataset for it in items})
-        digest = subset_hash(items, refs)
+        files = pool_files(items, refs, _exemplars(pools, {it.dataset for it in items}))
+        digest = files.digest
 
         def write(root: Storage, version: int) -> None:
-            root.write_jsonl(FILES["public_items"], items)
-            root.write_jsonl(FILES["exemplars"], exemplars)
-            root.write_jsonl(FILES["references"], refs)
-            root.write_json("manifest.json", _manifest(request, version, digest, items,
-                                                       available))
+            for key, data in files.content.items():
+                root.write_bytes(key, data)
+            root.write_json(MANIFEST, _manifest(request, version, digest, items, available))
 
         return BuiltSubset(digest, len(items), write)
 
@@ -88,7 +75,8 @@ def _manifest(request: SubsetRequest, version: int, digest: str, items: list[Pub
         per_dataset[it.dataset].append(it.realidx)
     return PoolManifest(
         pool_id=request.subset_id, version=version, content_hash=digest,
-        created_at=datetime.now(UTC), track=Track.QA.value,
+        created_at=datetime.now(UTC), track=Track.QA.value, cards=list(per_dataset),
+        parents=[f"{p.pool_id}@v{p.version}" for p in request.parents],
         selection={"rule": "rotation", "seed": request.seed, "size": request.size,
                    "stratify_by": request.stratify_by,
                    "parents": [f"{p.pool_id}@v{p.version}" for p in request.parents]},

@@ -1,5 +1,6 @@
 """Construct steps of the QA track: ingest → de-identify → normalize → difficulty-filter → MELD
-screen → (expert review, in the flow) → publish."""
+screen → (expert review, in the flow) → write the pool version (the shared tail audits and
+publishes it: :func:`tasks_lib.pool_publish.publish_version`)."""
 
 from __future__ import annotations
 
@@ -12,12 +13,11 @@ from prefect import get_run_logger, task
 
 from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import SelectionRule, Track
-from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.llm import LiteLLMCompletion
+from tasks_lib.pool_publish import write_version
 from tasks_lib.qa import deid, difficulty, meld
 from tasks_lib.qa.ingest import Ingested, normalize_item, qa_source, read_questions
-from tasks_lib.qa.pool import FILES, content_hash, exemplar, public_view, reference
+from tasks_lib.qa.pool import FILES, exemplar, pool_files, public_view, reference
 from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import (
     DatasetEntry,
@@ -33,7 +33,6 @@ from tasks_lib.qa.types import (
     ReviewRecord,
     ReviewVerdict,
 )
-from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec, load_card, resolve_data_path
 
 
@@ -176,51 +175,47 @@ def publish_pool(
     pool_id: str, out: str | None, builds: list[DatasetBuild], meld_records: list[MeldRecord],
     review: ReviewRecord | None, selection: dict[str, str | int | float | list[str] | None],
 ) -> PublishedPool:
-    """Write the public view, private references, audit files and manifest (the ledger records
-    the version once its exploit audit passed: :func:`record_pool`)."""
+    """Write the public view, private references, audit files and manifest as version N
+    (:func:`tasks_lib.pool_publish.write_version`; the tail
+    :func:`tasks_lib.pool_publish.publish_version` ledgers it once its exploit audit passed)."""
     withheld = {k for k, v in (review.decisions if review else {}).items()
                 if v is ReviewVerdict.REJECT}
     items = [it for b in builds for it in b.selected if it.key not in withheld]
-    digest = content_hash(items)
-    version = store.reserve_pool_version(pool_id, digest)
-    root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     deid_items = [r for b in builds for r in b.deid if r.key in {it.key for it in items}]
     deid_totals: Counter[PHIType] = Counter()
     for r in deid_items:
         deid_totals.update(r.counts)
-    root.write_jsonl(FILES["public_items"], [public_view(it) for it in items])
-    root.write_jsonl(FILES["exemplars"], [e for b in builds for e in b.exemplars])
-    root.write_jsonl(FILES["references"], [reference(it) for it in items])
-    root.write_jsonl(FILES["rejects"], [r for b in builds for r in b.rejects])
-    root.write_jsonl(FILES["difficulty"], [d for b in builds for d in b.difficulty if d.hard])
-    root.write_jsonl(FILES["meld"], meld_records)
-    manifest = PoolManifest(
-        pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
-        track=Track.QA.value, selection=selection,
-        datasets={
-            b.dataset: DatasetEntry(
-                n_items=sum(1 for it in b.selected if it.key not in withheld),
-                realidx=[it.realidx for it in b.selected if it.key not in withheld],
-                n_ingested=b.n_ingested, n_rejected=len(b.rejects),
-                n_hard=sum(d.hard for d in b.difficulty),
-                n_withheld=sum(1 for it in b.selected if it.key in withheld),
-            )
-            for b in builds
-        },
-        deid=dict(deid_totals), deid_items=deid_items,
-        meld={"screened": bool(meld_records), "probes": len(meld_records),
-              "flagged": len({r.key for r in meld_records if r.flagged})},
-        review=review, files=FILES,
-    )
-    root.write_json("manifest.json", manifest)
-    return PublishedPool(url=root.root_url, manifest=manifest)
+    files = pool_files(
+        [public_view(it) for it in items], [reference(it) for it in items],
+        [e for b in builds for e in b.exemplars],
+        provenance={"rejects": [r for b in builds for r in b.rejects],
+                    "difficulty": [d for b in builds for d in b.difficulty if d.hard],
+                    "meld": meld_records})
+
+    def manifest(version: int, digest: str) -> PoolManifest:
+        return PoolManifest(
+            pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
+            track=Track.QA.value, cards=[b.dataset for b in builds], selection=selection,
+            datasets={
+                b.dataset: DatasetEntry(
+                    n_items=sum(1 for it in b.selected if it.key not in withheld),
+                    realidx=[it.realidx for it in b.selected if it.key not in withheld],
+                    n_ingested=b.n_ingested, n_rejected=len(b.rejects),
+                    n_hard=sum(d.hard for d in b.difficulty),
+                    n_withheld=sum(1 for it in b.selected if it.key in withheld),
+                )
+                for b in builds
+            },
+            deid=dict(deid_totals), deid_items=deid_items,
+            meld={"screened": bool(meld_records), "probes": len(meld_records),
+                  "flagged": len({r.key for r in meld_records if r.flagged})},
+            review=review, files=FILES,
+        )
+
+    url, written = write_version(pool_id, files, manifest, out)
+    return PublishedPool(url=url, manifest=written)
 
 
-@task(name="record-pool", task_run_name="record-{published.manifest.pool_id}")
-def record_pool(published: PublishedPool) -> None:
-    """Ledger the pool version (after its audit passed): from now on it is published."""
-    m = published.manifest
-    store.record_pool(PoolRow(pool_id=m.pool_id, version=m.version, track=Track.QA.value,
-                              content_hash=m.content_hash,
-                              manifest_url=Storage(published.url).url("manifest.json"),
-                              n_items=sum(d.n_items for d in m.datasets.values())))
+def n_items(manifest: PoolManifest) -> int:
+    """Items of a QA pool (the ledger's ``n_items``)."""
+    return sum(d.n_items for d in manifest.datasets.values())

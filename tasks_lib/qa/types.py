@@ -8,6 +8,7 @@ from enum import StrEnum
 from pydantic import Field
 
 from tasks_lib.domain import Frozen, SelectionRule
+from tasks_lib.pool_format import PoolHeader
 
 MiB = 1 << 20
 
@@ -163,14 +164,12 @@ class DatasetEntry(Frozen):
     n_withheld: int = Field(description="Selected items removed by review (MELD).")
 
 
-class PoolManifest(Frozen):
-    """``manifest.json`` of a published pool."""
+class PoolManifest(PoolHeader):
+    """``manifest.json`` of a published QA pool: the header (``cards`` are its datasets) and
+    the QA body."""
 
-    pool_id: str = Field(description="Pool name.")
-    version: int = Field(description="Version number, 1-based.")
-    content_hash: str = Field(description="sha256 over public items and private references.")
-    created_at: datetime = Field(description="Publication time (UTC).")
-    track: str = Field(description="Track of the pool.")
+    pool_kind = "a QA pool"
+
     selection: dict[str, str | int | float | list[str] | None] = Field(
         description="Parameters of the difficulty filter and selection (for provenance)."
     )

@@ -45,7 +45,8 @@ class BuiltSubset(NamedTuple):
     """A kit's subset, ready to be written at any version."""
 
     content_hash: str
-    """The subset manifest's ``content_hash`` (the kit's own rule, as for a built pool)."""
+    """The subset manifest's ``content_hash`` (the one rule of
+    :func:`tasks_lib.pool_format.content_hash` over the subset's files, as for a built pool)."""
     n_items: int
     """Items the subset holds (the ledger's ``n_items``)."""
     write: Callable[[Storage, int], None]

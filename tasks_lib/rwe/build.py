@@ -10,14 +10,14 @@ the gold; otherwise the build fails naming the study.
 
 from __future__ import annotations
 
-import hashlib
 import io
-import json
 import time
 from datetime import UTC, datetime
 from typing import NamedTuple
 
 from evaluators.core import InputDataError
+from tasks_lib.pool_format import PoolFiles, content_hash, jsonl_bytes
+from tasks_lib.pool_publish import write_version
 from tasks_lib.rwe import ehr, load
 from tasks_lib.rwe.analyses import ANALYSES
 from tasks_lib.rwe.analysis_base import AnalysisResult, StudyDB
@@ -35,7 +35,6 @@ from tasks_lib.rwe.types import (
     publish_value,
     side,
 )
-from tasks_lib.storage import Storage
 
 ALPHA = 0.05
 
@@ -70,7 +69,7 @@ def generate_and_load(seed: int, n_patients: int, server_url: str,
     data = ehr.generate(seed, n_patients)
     csvs = ehr.table_csvs(data)
     hashes = ehr.table_hashes(csvs)
-    digest = ehr.content_hash(hashes)
+    digest = content_hash(csvs)
     t1 = time.perf_counter()
     db = load.ensure_ehr_database(server_url, digest, csvs, schemas)
     return LoadedEHR(digest, hashes, db.rows, t1 - t0, time.perf_counter() - t1, db.name,
@@ -167,31 +166,31 @@ def build_study(study: Study, db: StudyDB) -> StudyBuild:
                       variant_panel(study, gold, db))
 
 
-def pool_hash(ehr_hash: str, builds: list[StudyBuild]) -> str:
-    """sha256 over the EHR hash, each public study and its private answers (in order)."""
-    h = hashlib.sha256(ehr_hash.encode())
-    for b in builds:
-        for part in (b.study.public().model_dump(mode="json"), b.answers.model_dump(mode="json")):
-            h.update(json.dumps(part, sort_keys=True).encode())
-    return h.hexdigest()
+def pool_files(ehr_hash: str, builds: list[StudyBuild]) -> PoolFiles:
+    """The files of an RWE study pool: public studies, private answers and cohorts (hashed, with
+    the EHR hash as the named entry ``ehr``: the same studies on another EHR are another pool);
+    the trap and variant panels (``audit/``, not hashed)."""
+    return PoolFiles(
+        content={POOL_FILES["studies"]: jsonl_bytes(b.study.public() for b in builds),
+                 POOL_FILES["answers"]: jsonl_bytes(b.answers for b in builds),
+                 **{cohort_key(b.study.study_id): b.cohort_csv for b in builds}},
+        provenance={POOL_FILES["traps"]: jsonl_bytes(t for b in builds for t in b.traps),
+                    POOL_FILES["variants"]: jsonl_bytes(v for b in builds for v in b.variants)},
+        identity={"ehr": ehr_hash.encode()})
 
 
-def write_pool(root: Storage, pool_id: str, version: int, seed: int, n_patients: int,
-               loaded: LoadedEHR, database: str, schemas: SchemaNames,
-               builds: list[StudyBuild]) -> RWEPoolManifest:
-    """Write public studies, private answers and cohorts, the trap audit and the manifest."""
-    public = [b.study.public() for b in builds]
-    root.write_jsonl(POOL_FILES["studies"], public)
-    root.write_jsonl(POOL_FILES["answers"], [b.answers for b in builds])
-    root.write_jsonl(POOL_FILES["traps"], [t for b in builds for t in b.traps])
-    root.write_jsonl(POOL_FILES["variants"], [v for b in builds for v in b.variants])
-    for b in builds:
-        root.write_bytes(cohort_key(b.study.study_id), b.cohort_csv)
-    manifest = RWEPoolManifest(
-        pool_id=pool_id, version=version, ehr_hash=loaded.content_hash,
-        content_hash=pool_hash(loaded.content_hash, builds),
-        table_hashes=loaded.table_hashes, seed=seed, n_patients=n_patients, database=database,
-        schemas=schemas, studies=[b.study.study_id for b in builds],
-        created_at=datetime.now(UTC).isoformat(), files=POOL_FILES)
-    root.write_json("manifest.json", manifest.model_dump(mode="json"))
-    return manifest
+def write_pool(pool_id: str, out: str | None, seed: int, n_patients: int, loaded: LoadedEHR,
+               schemas: SchemaNames, builds: list[StudyBuild]) -> tuple[str, RWEPoolManifest]:
+    """Write public studies, private answers and cohorts, the panels and the manifest as the
+    version of this content (:func:`tasks_lib.pool_publish.write_version`: ``out`` or
+    ``pools/<pool_id>/vN``); returns its root URL and manifest."""
+    studies = [b.study.study_id for b in builds]
+
+    def manifest(version: int, digest: str) -> RWEPoolManifest:
+        return RWEPoolManifest(
+            pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
+            cards=studies, ehr_hash=loaded.content_hash, table_hashes=loaded.table_hashes,
+            seed=seed, n_patients=n_patients, database=loaded.database, schemas=schemas,
+            studies=studies, files=POOL_FILES)
+
+    return write_version(pool_id, pool_files(loaded.content_hash, builds), manifest, out)

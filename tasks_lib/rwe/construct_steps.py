@@ -1,7 +1,7 @@
 """Prefect steps of the RWE construct flow (``flows/rwe.py``): load cards, generate and load
-the EHR, analyse each study, validate the trap and variant panels, write the pool version and
-ledger it (the flow's publish gate between the two is the one exploit audit,
-:func:`tasks_lib.audit.audit_gate`)."""
+the EHR, analyse each study, validate the trap and variant panels, write the pool version (the
+flow ends with the shared tail, :func:`tasks_lib.pool_publish.publish_version`: the one exploit
+audit, then the ledger)."""
 
 from __future__ import annotations
 
@@ -12,13 +12,10 @@ from pydantic import Field
 from sqlalchemy.engine import make_url
 
 from evaluators.core import Frozen, InputDataError
-from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.rwe import build
 from tasks_lib.rwe.analysis_base import StudyDB
 from tasks_lib.rwe.studies import load_studies
 from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
-from tasks_lib.storage import Storage
 
 
 class PublishedRWEPool(Frozen):
@@ -82,13 +79,11 @@ def analyse_study(study: Study, database: str) -> build.StudyBuild:
 def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
             loaded: build.LoadedEHR, builds: list[build.StudyBuild],
             timings: tuple[float, float, float]) -> PublishedRWEPool:
-    """Write the pool version (version from the ledger: same content ⇒ same version)."""
-    digest = build.pool_hash(loaded.content_hash, builds)
-    version = store.reserve_pool_version(pool_id, digest)
-    root = Storage(out) if out else Storage.from_settings().child(f"pools/{pool_id}/v{version}")
-    manifest = build.write_pool(root, pool_id, version, seed, n_patients, loaded, loaded.database,
-                                SchemaNames(), builds)
-    return PublishedRWEPool(url=root.root_url, manifest=manifest, generate_s=timings[0],
+    """Write the pool version (version from the ledger: same content ⇒ same version; the shared
+    tail, :func:`tasks_lib.pool_publish.publish_version`, audits and ledgers it)."""
+    url, manifest = build.write_pool(pool_id, out, seed, n_patients, loaded, SchemaNames(),
+                                     builds)
+    return PublishedRWEPool(url=url, manifest=manifest, generate_s=timings[0],
                             load_s=timings[1], analyse_s=timings[2],
                             database_reused=loaded.reused)
 
@@ -116,16 +111,6 @@ def validate(builds: list[build.StudyBuild]) -> None:
         get_run_logger().warning("variant panel: %s (rule: other valid analyses agree with the "
                                  "gold on every scored field)",
                                  "; ".join(flipped) or "no variant analysis")
-
-
-@task(name="rwe-record-pool")
-def record(published: PublishedRWEPool) -> None:
-    """Ledger the pool version (after its audit passed)."""
-    m = published.manifest
-    store.record_pool(PoolRow(pool_id=m.pool_id, version=m.version, track="rwe",
-                              content_hash=m.content_hash,
-                              manifest_url=Storage(published.url).url("manifest.json"),
-                              n_items=len(m.studies)))
 
 
 def now() -> float:

@@ -2,7 +2,8 @@
 
 ``generate(seed, n_patients)`` returns every table of the study database as a DataFrame keyed by
 schema-qualified name (``mimiciv_hosp.patients`` …), in a canonical row order, so the same seed
-gives byte-identical CSVs (:func:`table_csv`, :func:`content_hash`). Ids are in MIMIC's ranges
+gives byte-identical CSVs (:func:`table_csvs`; the EHR's hash is the shared
+:func:`tasks_lib.pool_format.content_hash` of them). Ids are in MIMIC's ranges
 (subject 10M–19.99M, hadm 20M–29.99M, stay 30M–39.99M); years are shifted (anchor_year
 2110–2208) with ``anchor_year_group`` giving the real period; a stay whose hidden real date is
 before 2015-10-01 is coded in ICD-9, otherwise ICD-10.
@@ -133,11 +134,3 @@ def table_csvs(ehr: EHR) -> dict[str, bytes]:
 def table_hashes(csvs: dict[str, bytes]) -> dict[str, str]:
     """sha256 of each table's canonical CSV."""
     return {name: hashlib.sha256(data).hexdigest() for name, data in csvs.items()}
-
-
-def content_hash(hashes: dict[str, str]) -> str:
-    """sha256 over the sorted (table, table hash) pairs: the EHR's content hash."""
-    h = hashlib.sha256()
-    for name in sorted(hashes):
-        h.update(f"{name}\t{hashes[name]}\n".encode())
-    return h.hexdigest()

@@ -1,17 +1,15 @@
 """The RWE kit's part of rotation: a unit is a study, stratified by its STROBE design; a subset
 is an RWE pool on the parent's EHR (same database, same ``ehr_hash``) holding the drawn
 studies: their public definitions, private answers and reference cohorts, and their rows of the
-construct-time trap and variant panels. Its ``content_hash`` follows
-:func:`tasks_lib.rwe.build.pool_hash` (EHR hash, then each study's public view and answers, in
-pool order)."""
+construct-time trap and variant panels. Its ``content_hash`` is the shared one over its public
+and private files and the EHR hash (:func:`tasks_lib.rwe.build.pool_files`)."""
 
 from __future__ import annotations
 
-import hashlib
-import json
 from datetime import UTC, datetime
 
 from tasks_lib.errors import InputDataError
+from tasks_lib.pool_format import MANIFEST, PoolFiles, jsonl_bytes
 from tasks_lib.rotation.kit import PoolRotation
 from tasks_lib.rotation.types import BuiltSubset, SubsetRequest, Unit
 from tasks_lib.rwe.types import POOL_FILES, RWEPoolManifest, cohort_key
@@ -40,23 +38,22 @@ class StudyRotation(PoolRotation):
                                             f"database; got {len(request.parents)})")
         root = Storage(request.parents[0].url)
         parent = RWEPoolManifest.model_validate(root.read_json("manifest.json"))
-        rows = {role: _rows(root, role, keys) for role in POOL_FILES}
-        answers = {r["study_id"]: r for r in rows["answers"]}
-        h = hashlib.sha256(parent.ehr_hash.encode())
-        for study in rows["studies"]:
-            for part in (study, answers[study["study_id"]]):
-                h.update(json.dumps(part, sort_keys=True).encode())
-        digest = h.hexdigest()
-        studies = [str(r["study_id"]) for r in rows["studies"]]
+        rows = {role: jsonl_bytes(_rows(root, role, keys)) for role in POOL_FILES}
+        studies = [str(r["study_id"]) for r in _rows(root, "studies", keys)]
+        hashed = {"studies", "answers"}
+        files = PoolFiles(
+            content={**{POOL_FILES[r]: rows[r] for r in hashed},
+                     **{cohort_key(s): root.read_bytes(cohort_key(s)) for s in studies}},
+            provenance={POOL_FILES[r]: rows[r] for r in POOL_FILES if r not in hashed},
+            identity={"ehr": parent.ehr_hash.encode()})
+        digest = files.digest
 
         def write(out: Storage, version: int) -> None:
-            for role, key in POOL_FILES.items():
-                out.write_jsonl(key, rows[role])
-            for sid in studies:
-                out.write_bytes(cohort_key(sid), root.read_bytes(cohort_key(sid)))
-            manifest = parent.model_copy(update={
+            for key, data in {**files.content, **files.provenance}.items():
+                out.write_bytes(key, data)
+            out.write_json(MANIFEST, parent.model_copy(update={
                 "pool_id": request.subset_id, "version": version, "content_hash": digest,
-                "studies": studies, "created_at": datetime.now(UTC).isoformat()})
-            out.write_json("manifest.json", manifest.model_dump(mode="json"))
+                "studies": studies, "cards": studies, "created_at": datetime.now(UTC),
+                "parents": [f"{p.pool_id}@v{p.version}" for p in request.parents]}))
 
         return BuiltSubset(digest, len(studies), write)

@@ -24,6 +24,7 @@ import pandas as pd
 from pydantic import Field, ValidationError, model_validator
 
 from evaluators.core import Frozen, InputDataError
+from tasks_lib.pool_format import PoolHeader, read_manifest
 from tasks_lib.storage import Storage
 
 P_FLOOR = 0.001
@@ -304,14 +305,13 @@ class VariantOutcome(Frozen):
     values: dict[str, float] = Field(description="Field values the variant produced.")
 
 
-class RWEPoolManifest(Frozen):
-    """``manifest.json`` of a published RWE study pool."""
+class RWEPoolManifest(PoolHeader):
+    """``manifest.json`` of a published RWE study pool: the shared header (``cards`` are its
+    study ids; the content hash covers the EHR hash too) and the RWE body."""
 
-    pool_id: str = Field(description="Pool name.")
-    version: int = Field(description="Version number, 1-based.")
+    pool_kind = "an RWE pool"
+
     track: Literal["rwe"] = Field(default="rwe", description="Track of the pool.")
-    content_hash: str = Field(description="sha256 over the EHR hash, the public studies and the "
-                              "private answers (the pool's identity in the ledger).")
     ehr_hash: str = Field(default="", description="sha256 of the generated EHR tables "
                           "(canonical CSVs; same seed and size => same hash).")
     table_hashes: dict[str, str] = Field(description="Schema-qualified table → sha256 of its CSV.")
@@ -320,7 +320,6 @@ class RWEPoolManifest(Frozen):
     database: str = Field(description="Database name the EHR was loaded into (no credentials).")
     schemas: SchemaNames = Field(description="Schema names in that database.")
     studies: list[str] = Field(description="Study ids in pool order.")
-    created_at: str = Field(description="Publication time (UTC, ISO 8601).")
     files: dict[str, str] = Field(description="Role → key relative to the pool root.")
 
 
@@ -374,7 +373,7 @@ class LoadedStudyPool(NamedTuple):
 
 def _read(root: Storage, key: str) -> Any:
     try:
-        return root.read_json(key) if key.endswith(".json") else list(root.read_jsonl(key))
+        return list(root.read_jsonl(key))
     except FileNotFoundError:
         raise InputDataError(root.url(key), f"not an RWE pool: {key} not found") from None
     except ValueError as exc:
@@ -387,8 +386,8 @@ def load_study_pool(root: Storage, private: bool = True) -> LoadedStudyPool:
     Raises:
         InputDataError: a file is missing or does not match its schema.
     """
+    manifest = read_manifest(root.root_url, RWEPoolManifest)
     try:
-        manifest = RWEPoolManifest.model_validate(_read(root, "manifest.json"))
         studies = [PublicStudy.model_validate(r) for r in _read(root, POOL_FILES["studies"])]
         answers = ({r["study_id"]: StudyAnswers.model_validate(r)
                     for r in _read(root, POOL_FILES["answers"])} if private else {})

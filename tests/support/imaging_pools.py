@@ -9,6 +9,7 @@ from tasks_lib.imaging import steps
 from tasks_lib.imaging.pool import load_task
 from tasks_lib.imaging.registry import imaging_kit
 from tasks_lib.imaging.types import PoolManifest
+from tasks_lib.pool_publish import record_version
 from tasks_lib.records import ScoreCard
 
 TASKS = ["brain-tissue-seg", "ldct-denoise", "mri-superres", "brain-lesion-det",
@@ -24,7 +25,7 @@ def build_pool(task_id: str, root: Path) -> tuple[str, PoolManifest]:
     published = steps.publish.fn(card, str(root / task_id), rendered, clean)
     steps.sample_submission.fn(published.url, published.manifest)
     record_override(published.url)
-    steps.record.fn(published)
+    record_version.fn(published.url, published.manifest, len(published.manifest.cases))
     return published.url, published.manifest
 
 

@@ -17,7 +17,7 @@ from tasks_lib.domain import Track
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.qa.ingest import read_questions
-from tasks_lib.qa.pool import FILES, content_hash, public_view, reference
+from tasks_lib.qa.pool import FILES, pool_files, public_view, reference
 from tasks_lib.qa.types import DatasetEntry, PoolManifest, PublishedPool
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
@@ -63,7 +63,8 @@ def publish_test_pool(pool_id: str, per_dataset: dict[str, int]) -> PublishedPoo
         items += chosen
         entries[ds] = DatasetEntry(n_items=n, realidx=[it.realidx for it in chosen],
                                    n_ingested=n, n_rejected=0, n_hard=n, n_withheld=0)
-    digest = content_hash(items)
+    digest = pool_files([public_view(it) for it in items], [reference(it) for it in items],
+                        []).digest
     version = store.reserve_pool_version(pool_id, digest)
     root = Storage.from_settings().child(f"pools/{pool_id}/v{version}")
     root.write_jsonl(FILES["public_items"], [public_view(it) for it in items])

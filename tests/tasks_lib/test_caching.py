@@ -21,7 +21,7 @@ from prefect import Task, flow, task
 
 from tasks_lib.agents import replay_agent
 from tasks_lib.caching import cached, clear_digest_memo
-from tasks_lib.qa.pool import FILES, content_hash, public_view, reference
+from tasks_lib.qa.pool import FILES, pool_files, public_view, reference
 from tasks_lib.qa.types import PoolManifest, QAItem
 from tasks_lib.settings import get_settings, reset_settings
 from tasks_lib.storage import Storage
@@ -132,7 +132,8 @@ def replay_pool(tmp_path: Path) -> dict[str, Any]:
     root.write_jsonl(FILES["public_items"], [public_view(it) for it in items])
     root.write_jsonl(FILES["references"], [reference(it) for it in items])
     root.write_jsonl(FILES["exemplars"], [])
-    digest = content_hash(items)
+    digest = pool_files([public_view(it) for it in items], [reference(it) for it in items],
+                        []).digest
     root.write_json("manifest.json", PoolManifest(
         pool_id="cache-probe", version=1, content_hash=digest, created_at=datetime.now(UTC),
         track="qa", selection={}, datasets={}, deid={}, deid_items=[], meld={}, review=None,

@@ -78,6 +78,7 @@ def seg_pool() -> Path:
     from tasks_lib.imaging import steps
     from tasks_lib.imaging.pool import latest_pool_url, load_task
     from tasks_lib.ledger import store
+    from tasks_lib.pool_publish import record_version
 
     if not store.pools(pool_id=SEG_TASK, kind="pool"):
         card = load_task(SEG_TASK)
@@ -85,5 +86,5 @@ def seg_pool() -> Path:
         published = steps.publish.fn(card, None, rendered,
                                      steps.deidentify_step.fn(card, rendered))
         record_override(published.url)
-        steps.record.fn(published)
+        record_version.fn(published.url, published.manifest, len(published.manifest.cases))
     return Path(latest_pool_url(SEG_TASK))

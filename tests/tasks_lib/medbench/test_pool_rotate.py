@@ -26,12 +26,13 @@ def _app():  # type: ignore[no-untyped-def]
 
 
 def test_pool_rotate_draws_a_medbench_subset(tmp_path: Path) -> None:
-    from tasks_lib.medbench.pool import build_task, publish, record
+    from tasks_lib.medbench.pool import build_task, publish
+    from tasks_lib.pool_publish import record_version
 
     pool_id, tag = "mbrot" + uuid.uuid4().hex[:6], uuid.uuid4().hex[:6]
     url, manifest = publish(pool_id, str(tmp_path / "pool" / "v1"),
                             {t: build_task(t) for t in TASKS}, seed=0)
-    record(url, manifest)
+    record_version.fn(url, manifest, manifest.n_items)
     bases = {t: {base_id(it.item_id) for it in read_public_items(url) if it.task_id == t}
              for t in TASKS}
 

@@ -148,7 +148,7 @@ def test_load_pool_names_the_bad_file_and_line(tmp_path: Path) -> None:
     from tasks_lib.storage import Storage
 
     root = Storage(str(tmp_path / "pool"))
-    with pytest.raises(InputDataError, match=r"manifest\.json: not a pool: manifest\.json not "):
+    with pytest.raises(InputDataError, match=r"manifest\.json: no pool here; build one with"):
         load_pool(root)
     root.write_text("manifest.json", '{"pool_id": "p", "version": true')
     with pytest.raises(InputDataError, match=r"manifest\.json: invalid manifest\.json: "):

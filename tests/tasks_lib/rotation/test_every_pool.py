@@ -16,11 +16,11 @@ from support.imaging_pools import build_pool, score
 from typer.testing import CliRunner
 
 from tasks_lib.imaging.baselines import BaselineKind, baseline_files, write_submission
-from tasks_lib.imaging.pool import read_manifest, record_pool
+from tasks_lib.imaging.pool import read_manifest
 from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.pool_publish import record_version
 from tasks_lib.rotation import SubsetManifest, resolve_pool
-from tasks_lib.rwe.build import LoadedEHR, StudyBuild, pool_hash, write_pool
+from tasks_lib.rwe.build import LoadedEHR, StudyBuild, pool_files, write_pool
 from tasks_lib.storage import Storage
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
@@ -81,7 +81,7 @@ def test_challenge_pool_rotates_and_the_subset_grades(tmp_path: Path) -> None:
 
     url, manifest = publish_challenge_pool("ldct-iqa", str(tmp_path / "ldct-iqa" / "v1"))
     record_override(url)
-    record_pool(url, manifest)
+    record_version.fn(url, manifest, len(manifest.cases))
     first, _ = _three_draws("ldct-iqa", 4)
     root = Path(first.url)
     kept = [c.case_id for c in read_manifest(first.url).cases]
@@ -112,12 +112,9 @@ def _rwe_pool(root: Storage) -> tuple[str, list[StudyBuild]]:
                                                cohort_size=i), f"row\n{i}\n".encode(), [], [])
               for i, s in enumerate(load_studies())]
     pool_id = f"rwe-rot-{uuid.uuid4().hex[:6]}"
-    manifest = write_pool(root, pool_id, 1, 0, 10, ehr, ehr.database, SchemaNames(),
-                                builds)
-    record_override(root.root_url, "rwe")
-    store.record_pool(PoolRow(pool_id=pool_id, version=1, track="rwe",
-                              content_hash=manifest.content_hash,
-                              manifest_url=root.url("manifest.json"), n_items=len(builds)))
+    url, manifest = write_pool(pool_id, root.root_url, 0, 10, ehr, SchemaNames(), builds)
+    record_override(url, "rwe")
+    record_version.fn(url, manifest, len(builds))
     return pool_id, builds
 
 
@@ -131,8 +128,8 @@ def test_rwe_pool_rotates_by_design(tmp_path: Path) -> None:
     pool = load_study_pool(Storage(first.url))
     drawn = [b for b in builds if b.study.study_id in pool.manifest.studies]
     assert len(drawn) == 3 == first.n_items and set(pool.answers) == set(pool.manifest.studies)
-    assert first.content_hash == pool.manifest.content_hash == pool_hash("ehr-for-rotation",
-                                                                          drawn)
+    assert first.content_hash == pool.manifest.content_hash == pool_files(
+        "ehr-for-rotation", drawn).digest
     assert pool.manifest.database == "rwe_rotation_test"
     for b in drawn:
         key = f"private/cohorts/{b.study.study_id}.csv"

@@ -13,11 +13,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import NamedTuple
 
-from tasks_lib.ledger import store
-from tasks_lib.ledger.tables import PoolRow
+from tasks_lib.pool_publish import record_version
 from tasks_lib.rwe.cluster import Cluster, Server
 from tasks_lib.settings import reset_settings
-from tasks_lib.storage import Storage
 
 N_PATIENTS = 8000
 """The data side's test size (every trap flips at 8,000 patients)."""
@@ -58,15 +56,11 @@ def built_pool(seed: int = 0) -> TestPool:
 
     shared = loaded_db(seed, N_PATIENTS)  # the data-side tests' EHR and database
     builds = [build.build_study(s, shared.db) for s in load_studies()]
-    root = Storage.from_settings().child(f"pools/rwe-run-tests-{os.getpid()}/v1")
-    manifest = build.write_pool(root, f"rwe-run-tests-{os.getpid()}", 1, seed, N_PATIENTS,
-                                shared.loaded, shared.loaded.database, SchemaNames(), builds)
-    record_override(root.root_url, "rwe")
-    store.record_pool(PoolRow(pool_id=manifest.pool_id, version=1, track="rwe",
-                              content_hash=manifest.content_hash,
-                              manifest_url=root.url("manifest.json"),
-                              n_items=len(manifest.studies)))
-    return TestPool(root.root_url, manifest.studies)
+    url, manifest = build.write_pool(f"rwe-run-tests-{os.getpid()}", None, seed, N_PATIENTS,
+                                     shared.loaded, SchemaNames(), builds)
+    record_override(url, "rwe")
+    record_version.fn(url, manifest, len(manifest.studies))
+    return TestPool(url, manifest.studies)
 
 
 AUDIT_STUDIES = ("albumin-ap", "glucose-ich")
@@ -84,6 +78,6 @@ def small_pool(root: Path, pool_id: str = "rwe-audit", studies: tuple[str, ...] 
 
     shared = loaded_db()
     builds = [build.build_study(s, shared.db) for s in load_studies(list(studies))]
-    build.write_pool(Storage(str(root)), pool_id, 1, 0, N_PATIENTS, shared.loaded,
-                     shared.loaded.database, SchemaNames(), builds)
-    return Storage(str(root)).root_url
+    url, _ = build.write_pool(pool_id, str(root), 0, N_PATIENTS, shared.loaded, SchemaNames(),
+                              builds)
+    return url

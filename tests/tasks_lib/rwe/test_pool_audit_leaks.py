@@ -14,7 +14,6 @@ from typer.testing import CliRunner
 
 import flows.cli.audit  # noqa: F401  (registers audit pool)
 from flows.cli import app
-from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.ehr_db import loaded_db
 
 
@@ -35,8 +34,7 @@ def test_rwe_answers_in_public_files_are_named(tmp_path: Path) -> None:
     builds = [build.build_study(s, shared.db) for s in load_studies()
               if s.study_id in ("albumin-ap", "glucose-ich")]
     pool = tmp_path / "pool"
-    build.write_pool(Storage(str(pool)), "rwe-leaks", 1, 0, 8000, shared.loaded,
-                     shared.loaded.database, SchemaNames(), builds)
+    build.write_pool("rwe-leaks", str(pool), 0, 8000, shared.loaded, SchemaNames(), builds)
     assert _answer_key(pool) == (0, [])
 
     answers = pool / "private/answers.jsonl"
