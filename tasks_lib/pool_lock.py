@@ -7,7 +7,8 @@ after the exploit audit (:func:`tasks_lib.audit.require_clean`), the rotations w
 subset. Every file under the root is locked except the gate's own records (``audit.json``,
 ``lock.json``); files added later (e.g. Dask references staged for an older pool) are not
 locked and not checked. Pools published before locks existed are locked at their first use
-(``origin: first_use``). ``content_hash`` itself is unchanged: each track computes it as before.
+(``origin: first_use``). ``content_hash`` is the shared rule of every kit
+(:func:`tasks_lib.pool_format.content_hash`, public and private files); the lock covers the rest.
 
 **Verifying.** :func:`verify_pool` compares each locked file with the lock and refuses a changed,
 missing or resized one, naming it. Hashing a large pool on every scoring would be slow, so a
