@@ -2,23 +2,17 @@
 
 from __future__ import annotations
 
-import time
-from typing import cast
-from uuid import UUID
-
 from prefect import flow
-from prefect.artifacts import (
-    create_markdown_artifact,
-    create_progress_artifact,
-    update_progress_artifact,
-)
-from prefect.futures import PrefectFuture, as_completed
+from prefect.artifacts import create_markdown_artifact
+from pydantic import Field
 
 from flows.score import score_runs
-from tasks_lib.agents import AgentSpec, Harness
+from tasks_lib.agents import Harness, load_catalog
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.compute import SettingsTaskRunner
-from tasks_lib.domain import Tier
+from tasks_lib.domain import Frozen, Tier, Track
+from tasks_lib.execution.environment import ItemEnvironment, Planned
+from tasks_lib.execution.steps import cell_tasks, execute_items, pool_kit_name
 from tasks_lib.harness.matrix import (
     MatrixRun,
     markdown,
@@ -29,11 +23,67 @@ from tasks_lib.harness.matrix import (
 from tasks_lib.harness.record import CellReport, build_reports
 from tasks_lib.harness.steps import execute_step, plan_grid_step, plan_step
 from tasks_lib.llm import CallOptions
-from tasks_lib.qa.planning import plan_agents, qa_time_budget, read_manifest, resolve_pool_ref
-from tasks_lib.qa.run_steps import ChunkResult, assemble_run, chunk_step, record_run_step
+from tasks_lib.qa.planning import plan_agents
 from tasks_lib.records import RunRecord
+from tasks_lib.rotation import resolve_pool
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
+from tasks_lib.tracks.base import kit_for
+
+CELL_HARNESSES = frozenset({Harness.SCRIPTED, Harness.TOOL_LOOP})
+"""Agents that work in a sandbox on a task card (research cells), not on items."""
+
+
+class PoolExecution(Frozen):
+    """What the execute flow returns."""
+
+    runs: list[RunRecord] = Field(description="Run records of the item agents, in plan order.")
+    matrix: MatrixRun | None = Field(
+        default=None, description="The research-cell matrix (None: no cell agent was named).")
+
+
+@flow(name="execute", flow_run_name="execute", log_prints=True, task_runner=SettingsTaskRunner())
+def execute_pool(pool: str, agents: list[str], replicate: int = 0, replicates: int = 1,
+                 time_budget_s: int | None = None, max_cost_usd: float | None = None,
+                 max_connections: int | None = None, rpm: int | None = None,
+                 tpm: int | None = None, cache: bool = True, chunk_size: int | None = None,
+                 tiers: list[str] | None = None, sandbox: str = "local",
+                 judge_model: str | None = None) -> PoolExecution:
+    """Run catalog agents on any published pool (a root URL or ``active:<subset_id>``): the
+    ledger names the pool's kit; item agents (replays, reasoning methods, API models) act on
+    the kit's item environment, chunked (:func:`tasks_lib.execution.steps.execute_items`);
+    research-cell agents (``scripted``/``tool_loop``) run as a matrix on the pool's cards
+    (``tiers``, default lite; ``sandbox``; scored by the one score flow)."""
+    url = resolve_pool(pool)
+    kit = kit_for(pool_kit_name(url))
+    catalog = load_catalog()
+    specs = [catalog.get(a) for a in agents]
+    items = [s for s in specs if s.harness not in CELL_HARNESSES]
+    cells = [s.agent_id for s in specs if s.harness in CELL_HARNESSES]
+    runs: list[RunRecord] = []
+    if items:
+        options = CallOptions(max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache)
+        env = kit.item_environment(url)
+        runs = run_item_agents(env, [Planned(a, r, options) for a in items
+                                     for r in range(replicate, replicate + replicates)],
+                               time_budget_s, max_cost_usd, chunk_size)
+    matrix = None
+    if cells:
+        cards = cell_tasks(url)
+        matrix = run_matrix(f"{kit.track.value}-{cards[0]}" if len(cards) == 1 else
+                            f"{kit.track.value}-pool", cells, cards, tiers or ["lite"],
+                            replicates, sandbox, judge_model)
+    return PoolExecution(runs=runs, matrix=matrix)
+
+
+def run_item_agents(env: ItemEnvironment, plan: list[Planned], time_budget_s: int | None,
+                    max_cost_usd: float | None, chunk_size: int | None) -> list[RunRecord]:
+    """Item agents on ``env`` (inside a flow): chunked, budgeted, assembled and ledgered."""
+    runs = execute_items(env, plan, chunk_size=chunk_size or get_settings().execute_chunk,
+                         time_budget_s=time_budget_s or env.time_budget_s(),
+                         max_cost_usd=max_cost_usd)
+    print(f"executed {len(runs)} runs on {env.pool_id} v{env.pool_version}")
+    return runs
 
 
 @flow(name="execute-qa", flow_run_name="execute-qa", log_prints=True,
@@ -54,72 +104,20 @@ def execute_qa(
     cache: bool = True,
     chunk_size: int | None = None,
 ) -> list[RunRecord]:
-    """Run catalog agents and/or replay recorded (model, method) groups on a published pool
-    (a root URL, or ``active:<subset_id>`` for the active rotation subset):
-    replicates ``replicate … replicate + replicates − 1`` of each, within a time budget per run
-    (default: the largest of the dataset cards') and an optional cost budget per run (USD; a run
-    that reaches it ends ``partial`` and resumes from the call cache when re-run with more).
+    """The execute path on a QA pool (a root URL, or ``active:<subset_id>``), with recorded
+    (model, method) groups replayed beside catalog agents: replicates ``replicate … replicate
+    + replicates − 1`` of each, within a time budget per run (default: the largest of the
+    dataset cards') and an optional cost budget per run (USD; a run that reaches it ends
+    ``partial`` and resumes from the call cache when re-run with more).
     ``max_connections``/``rpm``/``tpm``/``cache`` override the agents' params and the settings.
     Each run is split into chunks of ``chunk_size`` items (default ``MEDFLOWS_EXECUTE_CHUNK``),
     one task run each."""
-    pool = resolve_pool_ref(pool)
-    manifest = read_manifest(pool)
+    url = resolve_pool(pool)
+    env = kit_for(Track.QA).item_environment(url)  # the alias names its kit
     specs = plan_agents(agents or [], replay, replay_models, replay_methods)
-    budget = time_budget_s or qa_time_budget(list(manifest.datasets))
     options = CallOptions(max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache)
-    n_items = sum(d.n_items for d in manifest.datasets.values())
-    size = chunk_size or get_settings().execute_chunk
-    plan = [(a, r) for a in specs for r in range(replicate, replicate + replicates)]
-    started = time.time()
-    chunks = _submit_chunks(plan, pool, manifest.content_hash, n_items, size, started + budget,
-                            max_cost_usd, options)
-    _follow(chunks, plan, n_items, manifest.pool_id)
-    assembled = [assemble_run.submit(a, pool, manifest.content_hash, r,
-                                     [f.result() for f in chunks[i]],  # all done (_follow)
-                                     started, Tier.STANDARD, budget, max_cost_usd)
-                 for i, (a, r) in enumerate(plan)]
-    runs: list[RunRecord] = [f.result() for f in assembled]
-    record_run_step.map(runs).result()
-    print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version}")
-    return runs
-
-
-def _submit_chunks(plan: list[tuple[AgentSpec, int]], pool: str, pool_hash: str, n_items: int,
-                   size: int, deadline_at: float, max_cost_usd: float | None,
-                   options: CallOptions) -> list[list[PrefectFuture[ChunkResult]]]:
-    """Submit every run's chunks, round-robin over runs (chunk 0 of each run first), so workers
-    start on many runs at once; with a cost budget a run's chunks are chained in order."""
-    ranges = [[(0, n_items)] if a.harness is Harness.QA_REPLAY else
-              [(i, min(i + size, n_items)) for i in range(0, n_items, size)] for a, _ in plan]
-    chunks: list[list[PrefectFuture[ChunkResult]]] = [[] for _ in plan]
-    for wave in range(max((len(r) for r in ranges), default=0)):
-        for index, (agent, rep) in enumerate(plan):
-            if wave >= len(ranges[index]):
-                continue
-            start, stop = ranges[index][wave]
-            replayed = agent.harness is Harness.QA_REPLAY
-            previous = chunks[index][-1] if chunks[index] and max_cost_usd is not None else None
-            chunks[index].append(chunk_step(agent).submit(
-                agent, pool, pool_hash, rep, start, stop, None if replayed else deadline_at,
-                None if replayed else max_cost_usd, options, previous))
-    return chunks
-
-
-def _follow(chunks: list[list[PrefectFuture[ChunkResult]]], plan: list[tuple[AgentSpec, int]],
-            n_items: int, pool_id: str) -> None:
-    """Wait for every chunk, keeping one Prefect progress artifact per live run up to date."""
-    owner = {id(f): i for i, fs in enumerate(chunks) for f in fs}
-    artifacts = {i: cast(UUID, create_progress_artifact(
-        0.0, key=artifact_key(f"execute-{pool_id}-{a.agent_id}-r{r}"),
-        description=f"{a.agent_id} r{r} on {pool_id}"))
-        for i, (a, r) in enumerate(plan) if a.harness is not Harness.QA_REPLAY}
-    done = dict.fromkeys(artifacts, 0)
-    for future in as_completed([f for fs in chunks for f in fs]):
-        index = owner[id(future)]
-        if index in artifacts:
-            result = future.result()
-            done[index] += result.stop - result.start
-            update_progress_artifact(artifacts[index], 100.0 * done[index] / max(n_items, 1))
+    plan = [Planned(a, r, options) for a in specs for r in range(replicate, replicate + replicates)]
+    return run_item_agents(env, plan, time_budget_s, max_cost_usd, chunk_size)
 
 
 # Research cells (AutoMedBench S1–S5): agent × task × tier × replicate in a sandbox. Execute

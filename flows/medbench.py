@@ -66,24 +66,24 @@ def execute_medbench(pool: str, agents: list[str] | None = None, model: str | No
     version n (the submitter's daily limit), run replicate n − 1, record, score with the one
     score flow. A refused lock ends the flow with the refusal after the admitted runs are scored.
     """
+    from flows.execute import run_item_agents
     from flows.score import score_runs
+    from tasks_lib.domain import Track
+    from tasks_lib.execution.environment import Planned
     from tasks_lib.llm import CallOptions
-    from tasks_lib.medbench.items import read_manifest
     from tasks_lib.rotation import resolve_pool
+    from tasks_lib.tracks.base import kit_for
 
     url = resolve_pool(pool)
-    manifest = read_manifest(url)
+    env = kit_for(Track.MEDBENCH).item_environment(url)  # the alias names its kit
     specs = steps.plan_agents(agents, model, api_base) if agents or model or not endpoints else []
     options = CallOptions(max_connections=max_connections, rpm=rpm, tpm=tpm, cache=cache)
-    futures = [steps.api_run.submit(a, url, r, options, max_cost_usd)
-               for a in specs for r in range(replicate, replicate + replicates)]
-    locked, refusal = steps.run_endpoints(endpoints or [], url, options, max_cost_usd)
-    runs: list[RunRecord] = [f.result() for f in futures] + locked
-    steps.record_run.map(runs).result()
+    plan = [Planned(a, r, options) for a in specs for r in range(replicate, replicate + replicates)]
+    locked, refusal = steps.lock_endpoints(endpoints or [], url, env.pool_hash, options)
+    runs = run_item_agents(env, plan + locked, None, max_cost_usd, None)
     if locked:
-        score_runs(run_ids=[r.run_id for r in locked])
-    print(f"executed {len(runs)} runs on {manifest.pool_id} v{manifest.version} "
-          f"({len(locked)} locked endpoint evaluations)")
+        score_runs(run_ids=[r.run_id for r in runs[len(plan):]])
+    print(f"({len(locked)} of them locked endpoint evaluations)")
     if refusal is not None:
         raise refusal
     return runs

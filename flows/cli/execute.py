@@ -3,15 +3,12 @@ of ``execute qa|medbench`` and ``run matrix``, which stay as aliases)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import typer
 
 from flows.cli import run as run  # registers `run matrix`, where research cells go
 from flows.cli.build import PASS_THROUGH
 from flows.cli.groups import VERB, execute_app, location, split_list, user_errors
 from flows.cli.routing import EXECUTE_ROUTES, Route, forward, pool_track, route_for
-from tasks_lib.errors import InputDataError
 
 CELLS = Route(("run", "matrix"), list)
 """Where research cells (agent × task × tier × replicate in a sandbox) run."""
@@ -40,31 +37,8 @@ def execute_cells(
 ) -> None:
     """Research cells on the tasks a pool holds, through `medflows run matrix` (cells run on
     the newest published version of the pool, so an older version is refused)."""
-    from tasks_lib.ledger import store
-    from tasks_lib.scoring import pool_version
-    from tasks_lib.storage import Storage
+    from tasks_lib.execution.steps import cell_tasks
 
     url = location(pool)
-    found = pool_version(url)
-    newest = max(r.version for r in store.pools(pool_id=found.pool_id))
-    if found.version != newest:
-        raise InputDataError(pool, f"research cells run on the newest version of "
-                                   f"{found.pool_id} (v{newest}), not v{found.version}")
-    held = _task_ids(Storage(url).read_json("manifest.json"))
-    ids = split_list(task) or held
-    unknown = sorted(set(ids) - set(held))
-    if unknown:
-        raise InputDataError("--task", f"{', '.join(unknown)} not in this pool (it holds "
-                                       f"{', '.join(held)})")
+    ids = cell_tasks(url, split_list(task))
     forward(ctx, CELLS, [*ctx.args, "--json", "--tasks", ",".join(ids)], pool_track(url))
-
-
-def _task_ids(manifest: dict[str, Any]) -> list[str]:
-    """Task ids a research pool holds: the shared header's ``cards``
-    (:class:`tasks_lib.pool_format.PoolHeader`; a manifest written before it: its one
-    ``task_id`` or its ``studies``)."""
-    cards = manifest.get("cards")
-    if isinstance(cards, list) and cards:
-        return [str(c) for c in cards]
-    one = manifest.get("task_id")
-    return [one] if isinstance(one, str) else list(manifest.get("studies") or [])

@@ -81,16 +81,10 @@ def task_track(ids: list[str]) -> str:
 
 def pool_track(pool: str) -> str:
     """The kit of a published pool (a root folder/URL or ``active:<subset_id>``), from the
-    ledger row its publication wrote."""
-    from tasks_lib.ledger import store
-    from tasks_lib.scoring import pool_version
+    ledger row its publication wrote (:func:`tasks_lib.execution.steps.pool_kit_name`)."""
+    from tasks_lib.execution.steps import pool_kit_name
 
-    found = pool_version(pool)
-    rows = store.pools(pool_id=found.pool_id, version=found.version)
-    if not rows:
-        raise InputDataError(pool, f"{found.pool_id} v{found.version} is not a published pool "
-                                   "(not in the ledger)")
-    return rows[0].track
+    return pool_kit_name(pool)
 
 
 def forward(ctx: Context, route: Route, args: list[str], kit: str | None = None) -> None:

@@ -19,6 +19,9 @@ the active subset) through the one call layer, and store the run like any other.
   unpriced reply makes the spend unknown, which stops a budgeted run too). The run ends
   ``partial``; its unstarted items are recorded with the error ``cost budget reached``;
   re-running with more budget resumes from the cache.
+* A replicate runs as chunks on the one execute path (:mod:`tasks_lib.execution`): this module
+  is the kit's item environment (:class:`MedBenchEnvironment`); chunks are slices of the run's
+  shuffled order and a budgeted run's chunks are chained, so the budget spans the whole run.
 * Answers are extracted by answer type: single choice keeps the reply (scoring applies the
   strict letter rule); lists (labels, tuples, boxes) are the first JSON array in the reply; a
   string is the reply's first non-empty line; open-ended keeps the reply. An unreadable list is
@@ -35,13 +38,20 @@ import json
 import random
 import re
 import time
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, ClassVar
 
 from pydantic import Field
 
 from evaluators.core import InputDataError, RunStatus, Track
 from tasks_lib.agents import AgentSpec
 from tasks_lib.domain import Frozen
+from tasks_lib.execution.environment import (
+    Budgets,
+    ChunkResult,
+    ItemEnvironment,
+    run_in_process,
+)
 from tasks_lib.item_runner import RunLimits, StopReason, run_items
 from tasks_lib.llm import CallOptions, LiteLLMCompletion
 from tasks_lib.llm_scope import call_scope
@@ -56,7 +66,6 @@ from tasks_lib.medbench.items import (
     read_public_items,
 )
 from tasks_lib.netpolicy import RefusedEndpoint
-from tasks_lib.qa.runner import run_id_for
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
 from tasks_lib.redaction import redact
 from tasks_lib.settings import get_settings
@@ -150,49 +159,109 @@ def _ask(item: PublicItem, pool_url: str, agent: AgentSpec,
                  cached=got.cached)
 
 
+TIME_REACHED = "time budget reached"
+"""The error recorded for an item not started because the run's time budget was spent."""
+
+
+class MedBenchEnvironment(ItemEnvironment):
+    """A MedBench pool (or subset) in API mode: one replicate is one full pass over the items in
+    the run's own shuffled order (seeded by the run id); chunks are slices of that order."""
+
+    cache_modules: ClassVar[tuple[str, ...]] = ("tasks_lib.medbench.api",)
+
+    @classmethod
+    def open(cls, pool_url: str) -> MedBenchEnvironment:
+        """The environment of the MedBench pool at ``pool_url``."""
+        m = read_manifest(pool_url)
+        return cls(pool_url=pool_url, pool_id=m.pool_id, pool_version=m.version,
+                   pool_hash=m.content_hash, n_items=len(read_public_items(pool_url)))
+
+    def items(self, run_id: str) -> list[PublicItem]:
+        """The run's items in its randomized order (spec §6.1)."""
+        items = read_public_items(self.pool_url)
+        random.Random(run_id).shuffle(items)
+        return items
+
+    def run_chunk(self, agent: AgentSpec, replicate: int, start: int, stop: int,
+                  limits: RunLimits, options: CallOptions) -> ChunkResult:
+        """Ask the chunk's items concurrently; the budget counts new spend only."""
+        run_id = self.run_id(agent, replicate)
+        items = self.items(run_id)[start:stop]
+        completion = endpoint_completion(agent, options)
+        with call_scope(salt=f"medbench-r{replicate}") as scope:
+            batch = run_items(items, lambda it: _ask(it, self.pool_url, agent, completion),
+                              max_workers=completion.max_connections, limits=limits,
+                              cost_of=_new_cost)
+        return ChunkResult(run_id=run_id, start=start, stop=stop,
+                           lines=[r.model_dump(mode="json") for r in batch.results],
+                           stopped=batch.stopped, run_cost_usd=batch.spent_usd,
+                           calls=scope.calls, cache_hits=scope.cache_hits,
+                           input_tokens=scope.prompt_tokens,
+                           output_tokens=scope.completion_tokens)
+
+    def assemble(self, agent: AgentSpec, replicate: int, chunks: list[ChunkResult],
+                 started_at: float, budgets: Budgets) -> RunRecord:
+        """``predictions.jsonl`` and ``trace/replies.jsonl`` (one line per item, unasked items
+        with their stop reason as error); partial on a spent budget or > 20 % failed calls."""
+        run_id = self.run_id(agent, replicate)
+        items = self.items(run_id)
+        replies: list[Reply] = []
+        for chunk in sorted(chunks, key=lambda c: c.start):
+            asked = [Reply.model_validate(line) for line in chunk.lines]
+            why = TIME_REACHED if chunk.stopped is StopReason.TIME else BUDGET_REACHED
+            replies += asked + [Reply(item_id=it.item_id, error=why)
+                                for it in items[chunk.start + len(asked):chunk.stop]]
+        by_id = {it.item_id: it for it in items}
+        preds = [Prediction(item_id=r.item_id, error=r.error,
+                            answer=None if r.text is None else extract(by_id[r.item_id], r.text))
+                 for r in replies]
+        store = run_store(run_id)
+        store.write_jsonl(f"{SUBMISSION}/{SUBMISSION_FILE}", preds)
+        store.write_jsonl(f"{TRACE}/replies.jsonl", replies)
+        failed = sum(r.error is not None for r in replies)
+        costs = [r.cost_usd for r in replies if r.text is not None]
+        new_cost = _known_sum(_new_cost(r) for r in replies)
+        stops = {c.stopped for c in chunks} - {None}
+        status, end = RunStatus.COMPLETED, "all items asked"
+        if StopReason.TIME in stops:
+            status, end = RunStatus.TIMEOUT, f"time budget of {budgets.time_budget_s} s reached"
+        elif StopReason.BUDGET in stops:
+            status, end = RunStatus.PARTIAL, f"cost budget {budgets.max_cost_usd} USD reached" + (
+                "" if new_cost is not None else " (a reply's cost is unknown: unpriced model)")
+        elif items and failed / len(items) > INCOMPLETE_SHARE:
+            status, end = RunStatus.PARTIAL, f"incomplete: {failed} of {len(items)} calls failed"
+        wall = time.time() - started_at
+        return RunRecord(
+            run_id=run_id, agent=agent, task_id=self.pool_id, track=Track.MEDBENCH,
+            replicate=replicate, status=status, pool_url=self.pool_url, pool_id=self.pool_id,
+            pool_version=self.pool_version, pool_hash=self.pool_hash, n_items=len(items),
+            n_answered=len(items) - failed, turns=sum(c.calls for c in chunks),
+            wall_time_s=wall, item_time_s=wall / max(len(items), 1),
+            input_tokens=sum(c.input_tokens for c in chunks),
+            output_tokens=sum(c.output_tokens for c in chunks),
+            cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
+            new_cost_usd=new_cost, cache_hits=sum(c.cache_hits for c in chunks),
+            judge_model=get_settings().judge_model, end=end)
+
+
+def _known_sum(values: Iterable[float | None]) -> float | None:
+    total = 0.0
+    for value in values:
+        if value is None:
+            return None
+        total += value
+    return total
+
+
 def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOptions,
             max_cost_usd: float | None = None) -> RunRecord:
-    """One replicate of ``agent`` on every item of the pool; stores submission, trace and run
-    record (not yet ledgered: the flow records it)."""
+    """One replicate of ``agent`` on every item of the pool, as one chunk in this process
+    (:func:`tasks_lib.execution.environment.run_in_process`; the execute flows run the same
+    environment chunked); stores submission, trace and run record files (not ledgered)."""
     if max_cost_usd is not None and max_cost_usd < 0:
         raise InputDataError("--max-cost-usd", f"must be >= 0, got {max_cost_usd}")
-    m = read_manifest(pool_url)
-    run_id = run_id_for(agent, m.content_hash, replicate)
-    items = read_public_items(pool_url)
-    random.Random(run_id).shuffle(items)  # randomized order per run (spec §6.1)
-    completion = endpoint_completion(agent, options)
-    started = time.time()
-    with call_scope(salt=f"medbench-r{replicate}") as scope:
-        batch = run_items(items, lambda it: _ask(it, pool_url, agent, completion),
-                          max_workers=completion.max_connections,
-                          limits=RunLimits(max_cost_usd=max_cost_usd), cost_of=_new_cost)
-    replies = batch.results + [Reply(item_id=it.item_id, error=BUDGET_REACHED)
-                               for it in items[len(batch.results):]]
-    by_id = {it.item_id: it for it in items}
-    preds = [Prediction(item_id=r.item_id, error=r.error,
-                        answer=None if r.text is None else extract(by_id[r.item_id], r.text))
-             for r in replies]
-    store = run_store(run_id)
-    store.write_jsonl(f"{SUBMISSION}/{SUBMISSION_FILE}", preds)
-    store.write_jsonl(f"{TRACE}/replies.jsonl", replies)
-    failed = sum(r.error is not None for r in replies)
-    costs = [r.cost_usd for r in replies if r.text is not None]
-    status, end = RunStatus.COMPLETED, "all items asked"
-    if batch.stopped is StopReason.BUDGET:
-        status, end = RunStatus.PARTIAL, f"cost budget {max_cost_usd} USD reached" + (
-            "" if batch.spent_usd is not None else " (a reply's cost is unknown: unpriced model)")
-    elif items and failed / len(items) > INCOMPLETE_SHARE:
-        status, end = RunStatus.PARTIAL, f"incomplete: {failed} of {len(items)} calls failed"
-    return RunRecord(
-        run_id=run_id, agent=agent, task_id=m.pool_id, track=Track.MEDBENCH,
-        replicate=replicate, status=status, pool_url=pool_url, pool_id=m.pool_id,
-        pool_version=m.version, pool_hash=m.content_hash, n_items=len(items),
-        n_answered=len(items) - failed, turns=scope.calls, wall_time_s=time.time() - started,
-        item_time_s=(time.time() - started) / max(len(items), 1),
-        input_tokens=scope.prompt_tokens, output_tokens=scope.completion_tokens,
-        cost_usd=None if any(c is None for c in costs) else sum(c or 0.0 for c in costs),
-        new_cost_usd=batch.spent_usd, cache_hits=scope.cache_hits,
-        judge_model=get_settings().judge_model, end=end)
+    return run_in_process(MedBenchEnvironment.open(pool_url), agent, replicate, options,
+                          Budgets(None, max_cost_usd))
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")

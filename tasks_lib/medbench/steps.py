@@ -8,10 +8,10 @@ from prefect import task
 from tasks_lib.agents import AgentSpec
 from tasks_lib.caching import IO_RETRIES
 from tasks_lib.errors import InputDataError
+from tasks_lib.execution.environment import Planned
 from tasks_lib.llm import CallOptions
 from tasks_lib.medbench.bank import BuiltTask
 from tasks_lib.medbench.items import MedBenchManifest, TaskEntry
-from tasks_lib.records import RunRecord
 
 
 @task(name="medbench-build-tasks", task_run_name="build-{n}-tasks")
@@ -31,23 +31,6 @@ def publish(pool_id: str, out: str | None, built: dict[str, tuple[TaskEntry, Bui
     return pool.publish(pool_id, out, built, seed=0, notes=notes)
 
 
-@task(name="medbench-api-run", task_run_name="api-{agent.agent_id}-r{replicate}", **IO_RETRIES)
-def api_run(agent: AgentSpec, pool_url: str, replicate: int, options: CallOptions,
-            max_cost_usd: float | None) -> RunRecord:
-    """One replicate of an agent in API mode (calls cached: a retry or re-run resumes)."""
-    from tasks_lib.medbench.api import run_api
-
-    return run_api(agent, pool_url, replicate, options, max_cost_usd)
-
-
-@task(name="medbench-record-run", task_run_name="record-{run.run_id}", **IO_RETRIES)
-def record_run(run: RunRecord) -> None:
-    """Store ``run.json`` and the ledger's run row."""
-    from tasks_lib.scoring import record_run as record
-
-    record(run)
-
-
 @task(name="medbench-lock-endpoint", task_run_name="lock-endpoint-{endpoint_id}")
 def lock_endpoint(endpoint_id: int, pool_url: str) -> tuple[AgentSpec, int, str]:
     """Admit one evaluation of a registered endpoint before any call (no retries: a lock is
@@ -58,15 +41,16 @@ def lock_endpoint(endpoint_id: int, pool_url: str) -> tuple[AgentSpec, int, str]
     return endpoint_agent(endpoint(endpoint_id)), sub.version, sub.run_id
 
 
-def run_endpoints(endpoint_ids: list[int], pool_url: str, options: CallOptions,
-                  max_cost_usd: float | None) -> tuple[list[RunRecord], Exception | None]:
-    """Each id in turn: lock a submission (version n), then run the endpoint's agent as
-    replicate n − 1 (runs proceed while the next id is locked; ``options.rpm`` never exceeds the
-    submitter's items-per-minute limit). A refused lock stops the
-    locking; the runs already admitted still finish. Returns the runs and the refusal."""
+def lock_endpoints(endpoint_ids: list[int], pool_url: str, pool_hash: str,
+                   options: CallOptions) -> tuple[list[Planned], Exception | None]:
+    """Each id in turn: lock a submission (version n) and plan the endpoint's agent as replicate
+    n − 1, its ``options.rpm`` capped at the submitter's items-per-minute limit. A refused lock
+    stops the locking; the runs already admitted still run. Returns the planned runs and the
+    refusal."""
+    from tasks_lib.execution.environment import run_id_for
     from tasks_lib.medbench.accounts import RateLimited
 
-    admitted = []
+    admitted: list[Planned] = []
     refusal: Exception | None = None
     for endpoint_id in endpoint_ids:
         try:
@@ -74,15 +58,13 @@ def run_endpoints(endpoint_ids: list[int], pool_url: str, options: CallOptions,
         except (RateLimited, InputDataError) as exc:
             refusal = exc
             break
+        if run_id_for(agent, pool_hash, version - 1) != run_id:  # our bug: the lock must name
+            raise RuntimeError(f"lock names run {run_id}, not the run of replicate "  # its run
+                               f"{version - 1} of {agent.agent_id}")
         cap = int(agent.params["rpm"])  # the submitter's items per minute: a ceiling
         capped = options.model_copy(update={"rpm": min(options.rpm or cap, cap)})
-        admitted.append((run_id, api_run.submit(agent, pool_url, version - 1, capped,
-                                                max_cost_usd)))
-    runs = [future.result() for _, future in admitted]
-    for (run_id, _), run in zip(admitted, runs, strict=True):
-        if run.run_id != run_id:  # our bug: the lock must name the run it admitted
-            raise RuntimeError(f"lock names run {run_id}, the runner wrote {run.run_id}")
-    return runs, refusal
+        admitted.append(Planned(agent, version - 1, capped))
+    return admitted, refusal
 
 
 def plan_agents(agents: list[str] | None, model: str | None, api_base: str | None

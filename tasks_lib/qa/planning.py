@@ -5,10 +5,8 @@ from __future__ import annotations
 from prefect import task
 
 from evaluators.core import InputDataError
-from tasks_lib import pool_format
 from tasks_lib.agents import AgentSpec, load_catalog, replay_agent
 from tasks_lib.qa.predictions import load_predictions
-from tasks_lib.qa.types import PoolManifest
 
 
 @task(name="plan-agents")
@@ -30,21 +28,6 @@ def plan_agents(agents: list[str], replay: str | None, replay_models: list[str] 
     return specs
 
 
-@task(name="resolve-pool")
-def resolve_pool_ref(pool: str) -> str:
-    """The pool root URL (``active:<subset_id>`` → the active rotation subset's root)."""
-    from tasks_lib.rotation import resolve_pool
-
-    return resolve_pool(pool)
-
-
-@task(name="read-manifest")
-def read_manifest(pool: str) -> PoolManifest:
-    """The manifest of the QA pool at ``pool`` (:func:`tasks_lib.pool_format.read_manifest`)."""
-    return pool_format.read_manifest(pool, PoolManifest)
-
-
-@task(name="time-budget")
 def qa_time_budget(datasets: list[str]) -> int:
     """Wall-time budget of a run on a pool: the largest budget of its dataset cards."""
     from tasks_lib.domain import Track

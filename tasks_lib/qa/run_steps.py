@@ -1,45 +1,41 @@
-"""Execute steps of the QA track: run an agent over a pool's public view, store the run.
+"""The QA kit's item environment: QA agents (live methods, recorded replays) on a pool's
+public view, on the one execute path (:mod:`tasks_lib.execution`).
 
-A run is split into chunks of items (``MEDFLOWS_EXECUTE_CHUNK``), one Prefect task run each, so
-agents × chunks spread over the task runner's workers (a Dask cluster when
-``MEDFLOWS_DASK_ADDRESS`` is set); every worker shares the call cache through storage, so a chunk
-retried elsewhere re-asks nothing. :func:`assemble_run` joins a run's chunks. Scoring is the one
-score flow's (:mod:`tasks_lib.scoring`); this module stops at the stored submission
-(``runs/<run_id>/submission/answers.jsonl``) and run record.
+A chunk runs the agent over items ``start`` … ``stop − 1`` in pool order (replays are one
+result-cached chunk); :meth:`QAEnvironment.assemble` writes
+``runs/<run_id>/submission/answers.jsonl`` and the run record. Scoring is the one score flow's.
 """
 
 from __future__ import annotations
 
 import time
 from functools import lru_cache
-from typing import Any
+from typing import ClassVar
 
-from prefect import task
-from prefect.cache_policies import NO_CACHE
 from pydantic import Field
 
 from evaluators.core import InputDataError
+from tasks_lib import pool_format
 from tasks_lib.agents import AgentSpec, Harness
-from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
+from tasks_lib.execution.environment import Budgets, ChunkResult, ItemEnvironment
 from tasks_lib.item_runner import RunLimits, StopReason
 from tasks_lib.llm import CallOptions
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.progress import publish
 from tasks_lib.qa.pool import LoadedPool, load_pool
 from tasks_lib.qa.runner import (
+    ANSWERS,
     QAAnswer,
     RunProgress,
     known_sum,
     run_agent,
-    run_id_for,
     total_cost,
 )
+from tasks_lib.qa.types import PoolManifest
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
 from tasks_lib.redaction import redact_model, secret_values
-from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
-from tasks_lib.tracks.qa import ANSWERS
 
 
 def _redacted(answers: list[QAAnswer]) -> list[QAAnswer]:
@@ -47,18 +43,6 @@ def _redacted(answers: list[QAAnswer]) -> list[QAAnswer]:
     redaction rule, before they leave the step as its result."""
     secrets = secret_values()
     return [redact_model(a, secrets) for a in answers]
-
-
-class ChunkResult(Frozen):
-    """What one execute task run produced: the answers of items ``start`` … ``stop − 1``."""
-
-    run_id: str = Field(description="Run the chunk belongs to.")
-    start: int = Field(description="First item index (pool order).")
-    stop: int = Field(description="One past the last item index.")
-    answers: list[QAAnswer] = Field(description="Answers in item order (unstarted items absent).")
-    stopped: StopReason | None = Field(description="Why items were left unstarted, if any were.")
-    run_cost_usd: float | None = Field(
-        description="Cost of the run up to and including this chunk (when chained for a budget).")
 
 
 class ChunkProgress(Frozen):
@@ -80,35 +64,8 @@ def _pool(pool_url: str, pool_hash: str) -> LoadedPool:
     return pool
 
 
-def _chunk_body(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int, start: int,
-                stop: int, deadline_at: float | None, max_cost_usd: float | None,
-                options: CallOptions, previous: ChunkResult | None) -> ChunkResult:
-    run_id = run_id_for(agent, pool_hash, replicate)
-    spent = previous.run_cost_usd if previous else 0.0
-    if previous is not None and (previous.stopped is not None or spent is None):
-        # An unknown spend cannot be checked against the cap: the run stops as if it were spent
-        # (tasks_lib.item_runner), never silently short of items.
-        return ChunkResult(run_id=run_id, start=start, stop=stop, answers=[],
-                           stopped=previous.stopped or StopReason.BUDGET, run_cost_usd=spent)
-    pool = _pool(pool_url, pool_hash)
-    items = pool.items[start:stop]
-    deadline = None if deadline_at is None else time.monotonic() + (deadline_at - time.time())
-    limits = RunLimits(deadline=deadline, max_cost_usd=max_cost_usd, spent_usd=spent or 0.0)
-
-    def progress(report: RunProgress) -> None:
-        publish(ChunkProgress(run_id=run_id, replicate=replicate, start=start,
-                              run_items=len(pool.items), progress=report))
-
-    batch = run_agent(agent, items, pool.exemplars, price_snapshot(), progress=progress,
-                      limits=limits, options=options, replicate=replicate)
-    answers = _redacted(batch.answers)
-    return ChunkResult(run_id=run_id, start=start, stop=stop, answers=answers,
-                       stopped=batch.stopped,
-                       run_cost_usd=known_sum([spent, *(a.cost_usd for a in answers)]))
-
-
-CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.item_runner",
-                 "tasks_lib.qa.methods",
+CHUNK_MODULES = ("tasks_lib.qa.run_steps", "tasks_lib.qa.pool", "tasks_lib.qa.runner",
+                 "tasks_lib.item_runner", "tasks_lib.qa.methods",
                  "tasks_lib.qa.method_base", "tasks_lib.qa.medagents", "tasks_lib.qa.mdagents",
                  "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa",
                  "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.llm_limits",
@@ -116,79 +73,85 @@ CHUNK_MODULES = ("tasks_lib.qa.pool", "tasks_lib.qa.runner", "tasks_lib.item_run
                  "tasks_lib.redaction")
 
 
-@task(name="execute-chunk", task_run_name="execute-{agent.agent_id}-r{replicate}-{start}",
-      **cached(modules=CHUNK_MODULES, settings_files=("price_snapshot",), **IO_RETRIES))
-def execute_chunk(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int, start: int,
-                  stop: int, deadline_at: float | None = None, max_cost_usd: float | None = None,
-                  options: CallOptions | None = None,
-                  previous: ChunkResult | None = None) -> ChunkResult:
-    """Ask (or replay) items ``start`` … ``stop − 1`` of the pool's public view.
+class QAEnvironment(ItemEnvironment):
+    """A QA pool's public view for item agents (live methods and recorded replays); a run's
+    items are the pool's order, its submission ``answers.jsonl``."""
 
-    Live agents resume through the call cache, so this step is not result-cached for them (see
-    :func:`chunk_step`): a retried or re-run chunk asks the provider only what it never answered.
-    ``deadline_at`` is a ``time.time()`` instant; ``previous`` (the run's preceding chunk, given
-    only when a cost budget chains the chunks) carries the run's spend so far.
-    """
-    return _chunk_body(agent, pool_url, pool_hash, replicate, start, stop, deadline_at,
-                       max_cost_usd, options or CallOptions(), previous)
+    cache_modules: ClassVar[tuple[str, ...]] = CHUNK_MODULES
+    cache_settings: ClassVar[tuple[str, ...]] = ("price_snapshot",)
 
+    @classmethod
+    def open(cls, pool_url: str) -> QAEnvironment:
+        """The environment of the QA pool at ``pool_url``."""
+        manifest = pool_format.read_manifest(pool_url, PoolManifest)
+        return cls(pool_url=pool_url, pool_id=manifest.pool_id, pool_version=manifest.version,
+                   pool_hash=manifest.content_hash,
+                   n_items=sum(d.n_items for d in manifest.datasets.values()))
 
-def chunk_step(agent: AgentSpec) -> Any:
-    """The execute step for ``agent``: result-cached for replays (deterministic), not for live
-    agents (the call cache resumes them, and a re-run must retry items that errored)."""
-    if agent.harness is Harness.QA_REPLAY:
-        return execute_chunk
-    return execute_chunk.with_options(cache_policy=NO_CACHE, persist_result=False)
+    def replayed(self, agent: AgentSpec) -> bool:
+        return agent.harness is Harness.QA_REPLAY
 
+    def time_budget_s(self) -> int | None:
+        """The largest time budget of the pool's dataset cards."""
+        from tasks_lib.qa.planning import qa_time_budget
 
-@task(name="assemble-run", task_run_name="assemble-{agent.agent_id}-r{replicate}",
-      **cached(modules=("tasks_lib.qa.runner", "tasks_lib.records", "tasks_lib.storage"),
-               ignore_inputs=("started_at",), **IO_RETRIES))
-def assemble_run(agent: AgentSpec, pool_url: str, pool_hash: str, replicate: int,
-                 chunks: list[ChunkResult], started_at: float, tier: Tier = Tier.STANDARD,
-                 time_budget_s: int | None = None, max_cost_usd: float | None = None
-                 ) -> RunRecord:
-    """Join a run's chunks into its submission (``answers.jsonl``, pool order) and run record.
+        return int(qa_time_budget(list(_pool(self.pool_url, self.pool_hash).manifest.datasets)))
 
-    Result-cached on the chunks: the same replayed answers are not written again on a re-run
-    (live chunks differ in timings and cache hits, so a live run is always re-assembled)."""
-    pool = _pool(pool_url, pool_hash)
-    run_id = run_id_for(agent, pool_hash, replicate)
-    answers = [a for c in sorted(chunks, key=lambda c: c.start) for a in c.answers]
-    run_store(run_id).write_jsonl(f"{SUBMISSION}/{ANSWERS}", answers)
-    stops = {c.stopped for c in chunks} - {None}
-    status, error = RunStatus.COMPLETED, None
-    if StopReason.TIME in stops:
-        status, error = RunStatus.TIMEOUT, f"time budget of {time_budget_s} s exhausted"
-    elif StopReason.BUDGET in stops:
-        status = RunStatus.PARTIAL
-        spent = "spent" if total_cost(answers) is not None else "no longer checkable (an item's " \
-            "cost is unknown: unpriced model)"
-        error = (f"cost budget of ${max_cost_usd:g} {spent} after {len(answers)} of "
-                 f"{len(pool.items)} items (re-run with a larger --max-cost-usd to resume)")
-    item_time = known_sum(a.time_s for a in answers)
-    live = agent.harness is not Harness.QA_REPLAY
-    return RunRecord(
-        run_id=run_id, agent=agent, task_id=pool.manifest.pool_id, track=Track.QA, tier=tier,
-        replicate=replicate, status=status, pool_url=pool_url, pool_id=pool.manifest.pool_id,
-        pool_version=pool.manifest.version, pool_hash=pool_hash, n_items=len(pool.items),
-        n_answered=len({a.key for a in answers if a.error is None}),
-        turns=sum(a.calls for a in answers), wall_time_s=time.time() - started_at,
-        item_time_s=None if item_time is None or not answers else item_time / len(answers),
-        input_tokens=_int(known_sum(a.prompt_tokens for a in answers)),
-        output_tokens=_int(known_sum(a.completion_tokens for a in answers)),
-        cost_usd=total_cost(answers),
-        new_cost_usd=known_sum(a.new_cost_usd for a in answers) if live else None,
-        cache_hits=sum(a.cache_hits for a in answers) if live else None,
-        error=error)
+    def run_chunk(self, agent: AgentSpec, replicate: int, start: int, stop: int,
+                  limits: RunLimits, options: CallOptions) -> ChunkResult:
+        run_id = self.run_id(agent, replicate)
+        pool = _pool(self.pool_url, self.pool_hash)
+
+        def progress(report: RunProgress) -> None:
+            publish(ChunkProgress(run_id=run_id, replicate=replicate, start=start,
+                                  run_items=len(pool.items), progress=report))
+
+        batch = run_agent(agent, pool.items[start:stop], pool.exemplars, price_snapshot(),
+                          progress=progress, limits=limits, options=options,
+                          replicate=replicate)
+        answers = _redacted(batch.answers)
+        return ChunkResult(run_id=run_id, start=start, stop=stop,
+                           lines=[a.model_dump(mode="json") for a in answers],
+                           stopped=batch.stopped,
+                           run_cost_usd=known_sum([limits.spent_usd,
+                                                   *(a.cost_usd for a in answers)]))
+
+    def assemble(self, agent: AgentSpec, replicate: int, chunks: list[ChunkResult],
+                 started_at: float, budgets: Budgets) -> RunRecord:
+        """``answers.jsonl`` in pool order; timeout / partial (cost budget) / completed."""
+        pool = _pool(self.pool_url, self.pool_hash)
+        run_id = self.run_id(agent, replicate)
+        answers = [QAAnswer.model_validate(line)
+                   for c in sorted(chunks, key=lambda c: c.start) for line in c.lines]
+        run_store(run_id).write_jsonl(f"{SUBMISSION}/{ANSWERS}", answers)
+        stops = {c.stopped for c in chunks} - {None}
+        status, error = RunStatus.COMPLETED, None
+        if StopReason.TIME in stops:
+            status = RunStatus.TIMEOUT
+            error = f"time budget of {budgets.time_budget_s} s exhausted"
+        elif StopReason.BUDGET in stops:
+            status = RunStatus.PARTIAL
+            spent = "spent" if total_cost(answers) is not None else "no longer checkable (an " \
+                "item's cost is unknown: unpriced model)"
+            error = (f"cost budget of ${budgets.max_cost_usd:g} {spent} after {len(answers)} of "
+                     f"{len(pool.items)} items (re-run with a larger --max-cost-usd to resume)")
+        item_time = known_sum(a.time_s for a in answers)
+        live = not self.replayed(agent)
+        return RunRecord(
+            run_id=run_id, agent=agent, task_id=pool.manifest.pool_id, track=Track.QA,
+            tier=Tier.STANDARD, replicate=replicate, status=status, pool_url=self.pool_url,
+            pool_id=pool.manifest.pool_id, pool_version=pool.manifest.version,
+            pool_hash=self.pool_hash, n_items=len(pool.items),
+            n_answered=len({a.key for a in answers if a.error is None}),
+            turns=sum(a.calls for a in answers), wall_time_s=time.time() - started_at,
+            item_time_s=None if item_time is None or not answers else item_time / len(answers),
+            input_tokens=_int(known_sum(a.prompt_tokens for a in answers)),
+            output_tokens=_int(known_sum(a.completion_tokens for a in answers)),
+            cost_usd=total_cost(answers),
+            new_cost_usd=known_sum(a.new_cost_usd for a in answers) if live else None,
+            cache_hits=sum(a.cache_hits for a in answers) if live else None,
+            error=error)
 
 
 def _int(value: float | None) -> int | None:
     return None if value is None else int(value)
-
-
-@task(name="record-run", task_run_name="record-run-{run.agent.agent_id}", **IO_RETRIES)
-def record_run_step(run: RunRecord) -> None:
-    """Store run.json and upsert the ledger row (never cached: a cache hit upstream still
-    reaches a new ledger)."""
-    record_run(run)

@@ -14,8 +14,6 @@ rules (an unknown cost stops a budgeted run: it cannot be checked against the bu
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 import time
 from collections.abc import Callable, Iterable
@@ -29,6 +27,8 @@ from pydantic import Field
 from evaluators.core import InputDataError
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import Frozen
+from tasks_lib.execution.environment import TRANSPORT_PARAMS as TRANSPORT_PARAMS
+from tasks_lib.execution.environment import run_id_for as run_id_for
 from tasks_lib.item_runner import RunLimits as RunLimits
 from tasks_lib.item_runner import StopReason as StopReason
 from tasks_lib.item_runner import run_items
@@ -41,6 +41,9 @@ from tasks_lib.qa.predictions import load_predictions
 from tasks_lib.qa.types import Exemplar, PublicQAItem
 from tasks_lib.redaction import redact, secret_values
 from tasks_lib.settings import get_settings
+
+ANSWERS = "answers.jsonl"
+"""A QA submission's file (one :class:`QAAnswer` per line)."""
 
 
 class QAAnswer(Frozen):
@@ -94,19 +97,6 @@ class RunProgress(Frozen):
     cost_usd: float | None = Field(description="Cost of the finished items (None: unpriced).")
     new_cost_usd: float | None = Field(description="What this execution newly paid.")
     elapsed_s: float = Field(description="Seconds since the execution started.")
-
-
-TRANSPORT_PARAMS = frozenset({"max_connections", "rpm", "tpm"})
-"""Agent params that say how requests travel, not what is asked: not part of the run id."""
-
-
-def run_id_for(agent: AgentSpec, pool_hash: str, replicate: int) -> str:
-    """Deterministic run id: the same agent on the same pool content is the same run (whatever
-    its connection and rate limits)."""
-    spec = agent.model_dump(mode="json")
-    spec["params"] = {k: v for k, v in spec["params"].items() if k not in TRANSPORT_PARAMS}
-    payload = json.dumps([spec, pool_hash, replicate], sort_keys=True)
-    return hashlib.sha256(payload.encode()).hexdigest()[:20]
 
 
 @lru_cache(maxsize=4)

@@ -21,6 +21,7 @@ from tasks_lib.taskspec import TaskSpec, list_cards, load_card
 
 if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
+    from tasks_lib.execution.environment import ItemEnvironment
     from tasks_lib.harness.environment import Environment
     from tasks_lib.rotation.kit import PoolRotation
 
@@ -136,6 +137,14 @@ class TrackKit(ABC):
         and limits (:mod:`tasks_lib.harness.environment`); kits without research cells raise."""
         raise InputDataError(card.task_id, f"the {self.track.value} track has no research "
                                            "cells (its agents run through `medflows execute`)")
+
+    def item_environment(self, pool_url: str) -> ItemEnvironment:
+        """The pool at ``pool_url`` as item agents see it (replays, reasoning methods, API
+        endpoints answering items), for the one execute path (:mod:`tasks_lib.execution`);
+        kits whose agents work in sandboxes on task cards raise (their agents run as research
+        cells)."""
+        raise InputDataError(pool_url, f"the {self.track.value} kit's agents run as research "
+                                       "cells (on the pool's cards), not as item agents")
 
     def task_ids(self) -> list[str]:
         """Ids of the tasks this kit serves: its shipped cards

@@ -30,6 +30,7 @@ from tasks_lib.tracks.base import KITS, TrackKit
 if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
     from tasks_lib.audits.kit_data import AnswerKeyData
+    from tasks_lib.medbench.api import MedBenchEnvironment
 
 
 class MedBenchKit(TrackKit):
@@ -71,6 +72,13 @@ class MedBenchKit(TrackKit):
         from tasks_lib.medbench.audit import medbench_answer_key_data
 
         return medbench_answer_key_data(pool_url)
+
+    def item_environment(self, pool_url: str) -> MedBenchEnvironment:
+        """API mode: a model answers the pool's items in a per-run shuffled order
+        (:class:`tasks_lib.medbench.api.MedBenchEnvironment`)."""
+        from tasks_lib.medbench.api import MedBenchEnvironment
+
+        return MedBenchEnvironment.open(pool_url)
 
     def judge_answers(self, pool_url: str, answers: list[str], model: str
                       ) -> list[float | None] | None:

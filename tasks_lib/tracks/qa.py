@@ -11,7 +11,7 @@ import re
 from collections import defaultdict
 from functools import lru_cache
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import ValidationError
 
@@ -21,6 +21,7 @@ from tasks_lib.audits.baselines import Baseline
 from tasks_lib.audits.kit_data import AnswerKeyData
 from tasks_lib.qa.pool import load_pool
 from tasks_lib.qa.rotation import QARotation
+from tasks_lib.qa.runner import ANSWERS as ANSWERS
 from tasks_lib.qa.runner import QAAnswer
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.settings import get_settings
@@ -29,7 +30,9 @@ from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, loads_
 from tasks_lib.taskspec import load_card
 from tasks_lib.tracks.base import KITS, TrackKit
 
-ANSWERS = "answers.jsonl"
+if TYPE_CHECKING:
+    from tasks_lib.qa.run_steps import QAEnvironment
+
 
 
 class AnswerLines(NamedTuple):
@@ -123,6 +126,12 @@ class QAKit(TrackKit):
         from tasks_lib.qa.audit import qa_answer_key_data
 
         return qa_answer_key_data(pool_url)
+
+    def item_environment(self, pool_url: str) -> QAEnvironment:
+        """QA agents answer the pool's items (:class:`tasks_lib.qa.run_steps.QAEnvironment`)."""
+        from tasks_lib.qa.run_steps import QAEnvironment
+
+        return QAEnvironment.open(pool_url)
 
     def card_metrics(self, datasets: list[str]) -> list[str]:
         """Metrics the pool's dataset cards list, in first-seen order (primary first)."""

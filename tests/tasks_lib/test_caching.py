@@ -143,14 +143,17 @@ def replay_pool(tmp_path: Path) -> dict[str, Any]:
         "dataset,split,model,method,realidx,predicted_answer,prompt_tokens,completion_tokens,"
         "time_s,cost_usd\nmedqa,test,m,zero_shot,1,B,10,2,0.5,\n")
     agent = replay_agent("m", "zero_shot", str(predictions))
-    return {"agent": agent, "pool_url": root.root_url, "pool_hash": digest, "replicate": 0,
+    from tasks_lib.qa.run_steps import QAEnvironment
+
+    return {"env": QAEnvironment.open(root.root_url), "agent": agent, "replicate": 0,
             "start": 0, "stop": 1}
 
 
 def _execute_states(pool: dict[str, Any], change: Callable[[], None]) -> list[str]:
-    from tasks_lib.qa.run_steps import execute_chunk
+    from tasks_lib.execution.steps import chunk_step
 
-    return _in_flow(lambda: _around(lambda: _name(execute_chunk, **pool), change))
+    step = chunk_step(pool["env"], pool["agent"])  # replays: result-cached
+    return _in_flow(lambda: _around(lambda: _name(step, **pool), change))
 
 
 def _edit_cot_prompt(source: str) -> str:

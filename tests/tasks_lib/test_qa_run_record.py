@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.openai_server import FakeOpenAIServer
 
-from evaluators.core import RunStatus, Tier
+from evaluators.core import RunStatus
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
 from tasks_lib.settings import reset_settings
@@ -38,7 +38,12 @@ def _execute(agent: AgentSpec, pool: str, digest: str, replicate: int,
     inside a flow."""
     from prefect import flow
 
-    from tasks_lib.qa.run_steps import assemble_run, chunk_step
+    from tasks_lib.execution.environment import Budgets
+    from tasks_lib.execution.steps import assemble_run, chunk_step
+    from tasks_lib.qa.run_steps import QAEnvironment
+
+    env = QAEnvironment.open(pool)
+    assert env.pool_hash == digest
 
     @flow
     def run() -> RunRecord:
@@ -46,11 +51,11 @@ def _execute(agent: AgentSpec, pool: str, digest: str, replicate: int,
         deadline = None if time_budget_s is None else started + time_budget_s
         chunks, previous = [], None
         for start in range(0, 6, chunk):
-            previous = chunk_step(agent)(agent, pool, digest, replicate, start, start + chunk,
-                                         deadline, max_cost_usd, None, previous)
+            previous = chunk_step(env, agent)(env, agent, replicate, start, start + chunk,
+                                              deadline, max_cost_usd, None, previous)
             chunks.append(previous)
-        return assemble_run(agent, pool, digest, replicate, chunks, started, Tier.STANDARD,
-                            time_budget_s, max_cost_usd)
+        return assemble_run(env, agent, replicate, chunks, started,
+                            Budgets(time_budget_s, max_cost_usd))
 
     return run()
 
