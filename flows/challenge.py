@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from prefect import flow, task
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
@@ -16,7 +16,7 @@ from tasks_lib.artifacts import artifact_key
 from tasks_lib.challenge.grade import GradeReport, grade_step
 from tasks_lib.challenge.judge import judge_run_step
 from tasks_lib.challenge.rank import BenchmarkReport, ChallengeResult, RankReport, rank_benchmark
-from tasks_lib.domain import Frozen
+from tasks_lib.domain import Frozen, Track
 
 
 class ChallengeGrade(Frozen):
@@ -99,13 +99,16 @@ def construct_challenge(task_id: str, out: str | None = None, seed: int = 0,
                         audit_override: str | None = None) -> str:
     """Build a challenge card's pool: its synthetic case (test seed ``seed``, validation seed
     ``seed + 1``) as public inputs, sample submission, validation split and local metric, the
-    test answers private → write (vN) → exploit audit (publish gate, ``audit.json``) → ledger.
-    Returns the URL of the version's ``manifest.json``."""
-    from tasks_lib.challenge.pool import publish_challenge_pool
+    test answers private → write (vN) (the challenge kit's
+    :meth:`~tasks_lib.tracks.challenge.ChallengeKit.build`) → exploit audit (publish gate,
+    ``audit.json``) → ledger. Returns the URL of the version's ``manifest.json``."""
+    from tasks_lib.imaging.types import PoolManifest
     from tasks_lib.pool_publish import publish_version
+    from tasks_lib.tracks.base import BuildRequest, kit_for
 
-    url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(task_id, out,
-                                                                                 seed)
+    built = kit_for(Track.CHALLENGE).build(BuildRequest(tasks=[task_id], out=out, seed=seed))
+    url, manifest = built.url, built.manifest
+    assert isinstance(manifest, PoolManifest)
     publish_version(url, manifest, audit_override, len(manifest.cases))
     print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases "
           "(synthetic, illustrative)")

@@ -1,61 +1,46 @@
-"""construct: ingest → de-identify → normalize → difficulty-filter → MELD screen → expert review
-→ write pool (vN) → exploit audit → publish (ledger); the tail is the shared
-:func:`tasks_lib.pool_publish.publish_version`."""
+"""construct: ``kit.build`` (ingest → de-identify → normalize → … → write pool vN, the kit's
+:meth:`~tasks_lib.tracks.base.TrackKit.build`) → exploit audit → publish (ledger), the shared
+tail :func:`tasks_lib.pool_publish.publish_version`. :func:`construct_pool` builds any kit's
+task; the per-kit flows (``construct-qa``, ``construct-imaging`` here, ``construct-challenge``,
+``construct-medbench``, ``construct-rwe``) are the same two calls with the kit's parameters."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from prefect import flow, get_run_logger, pause_flow_run
+from prefect import flow
 from prefect.artifacts import create_markdown_artifact
-from prefect.runtime import flow_run
 
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.pool_publish import publish_version
-from tasks_lib.qa import steps
-from tasks_lib.qa.ingest import default_source, qa_datasets
-from tasks_lib.qa.review import ReviewInput, auto_record, to_record
 from tasks_lib.qa.summary import manifest_markdown
-from tasks_lib.qa.types import MeldRecord, PublishedPool, ReviewRecord
-
-REVIEW_POLL_S = 2
-
-
-def build_dataset(dataset: str, source: str, predictions: str, predictions_digest: str,
-                  models: list[str] | None, select: SelectionRule, per_dataset: int,
-                  threshold: float, seed: int) -> steps.DatasetBuild:
-    """The per-dataset part of construct, step by step."""
-    src = steps.resolve_card(dataset, source)
-    ingested = steps.ingest(dataset, src.questions, src.questions_digest)
-    scrubbed = steps.deidentify(dataset, ingested.items)
-    normalized = steps.normalize(dataset, scrubbed.items, src.questions)
-    difficulty = steps.difficulty_filter(
-        dataset, normalized.items, predictions, predictions_digest, models, select, per_dataset,
-        threshold, seed, src.stratify_field)
-    chosen = {d.realidx for d in difficulty if d.selected}
-    order = [d.realidx for d in difficulty if d.selected]
-    by_id = {it.realidx: it for it in normalized.items if it.realidx in chosen}
-    selected = [by_id[r] for r in order]
-    exemplars = steps.select_exemplars(dataset, src.train, ingested.items,
-                                       {it.key for it in selected})
-    return steps.DatasetBuild(dataset, ingested.n_lines, selected,
-                              ingested.rejects + normalized.rejects, difficulty, scrubbed.records,
-                              exemplars)
+from tasks_lib.qa.types import PoolManifest as QAManifest
+from tasks_lib.qa.types import PublishedPool
+from tasks_lib.tracks.base import BuildRequest, BuiltPool, OptionValue, kit_for, task_track
 
 
-def expert_review(flagged: list[str], auto_approve: bool, timeout_s: int) -> ReviewRecord:
-    """Pause for a reviewer (Prefect UI or ``medflows review``) unless auto-approving."""
-    if auto_approve:
-        return auto_record(flagged)
-    get_run_logger().warning(
-        "Pool awaiting expert review (%d flagged items). Resume from the Prefect UI or run: "
-        "medflows review %s --reviewer NAME [--reject] [--item KEY=approve|reject]",
-        len(flagged), flow_run.get_id())
-    form = ReviewInput.with_initial_data(
-        description="Flagged (likely memorised) items: " + (", ".join(flagged) or "none"))
-    answer = pause_flow_run(wait_for_input=form, timeout=timeout_s, poll_interval=REVIEW_POLL_S)
-    return to_record(answer, flagged)
+def _run_name() -> str:
+    """``construct-<pool_id>``, else ``construct-<task ids>``."""
+    from prefect.runtime import flow_run
+
+    params = flow_run.parameters
+    return f"construct-{params.get('pool_id') or '+'.join(params.get('tasks') or [])}"
+
+
+@flow(name="construct", flow_run_name=_run_name, log_prints=True)
+def construct_pool(tasks: list[str], pool_id: str | None = None, out: str | None = None,
+                   seed: int | None = None, audit_override: str | None = None,
+                   options: dict[str, OptionValue] | None = None) -> BuiltPool:
+    """Build the pool of ``tasks`` (task ids of one kit; their cards name it) with the kit's
+    :meth:`~tasks_lib.tracks.base.TrackKit.build` (``options``: its own knobs) → exploit audit
+    (an unclean one stops here unless ``audit_override`` gives a reason) → ledger. Returns the
+    written version (root URL, manifest, items)."""
+    kit = kit_for(task_track(tasks))
+    built = kit.build(BuildRequest(tasks=tasks, pool_id=pool_id, out=out, seed=seed,
+                                   options=options or {}))
+    publish_version(built.url, built.manifest, audit_override, built.n_items)
+    print(f"built {built.manifest.pool_id} v{built.manifest.version} ({kit.track.value}): "
+          f"{built.n_items} items")
+    return built
 
 
 @flow(name="construct-qa", flow_run_name="construct-{pool_id}", log_prints=True)
@@ -77,31 +62,23 @@ def construct_qa(
     out: str | None = None,
     audit_override: str | None = None,
 ) -> PublishedPool:
-    """Build and publish a hard multiple-choice QA pool from dataset cards. The pool is ledgered
-    (published) only after a clean exploit audit, or with ``audit_override`` (a reason)."""
-    source = source or default_source()
-    predictions = predictions or f"{source}/predictions/full.csv.gz"
-    digest = steps.file_digest(predictions)
-    builds = [build_dataset(ds, source, predictions, digest, models, select, per_dataset,
-                            threshold, seed) for ds in datasets or qa_datasets()]
-    records: list[MeldRecord] = []
-    if meld:
-        for b in builds:
-            records += steps.meld_screen(b.dataset, b.selected, meld_models or ["gpt-4o-mini"],
-                                         meld_threshold)
-    flagged = sorted({r.key for r in records if r.flagged})
-    review = expert_review(flagged, auto_approve, review_timeout_s)
-    selection = {"rule": select.value, "per_dataset": per_dataset, "threshold": threshold,
-                 "seed": seed, "predictions": predictions, "models": models,
-                 "meld_models": (meld_models or ["gpt-4o-mini"]) if meld else None,
-                 "meld_threshold": meld_threshold}
-    published = steps.publish_pool(pool_id, out, builds, records, review, selection)
-    publish_version(published.url, published.manifest, audit_override,
-                    steps.n_items(published.manifest))
+    """Build and publish a hard multiple-choice QA pool from dataset cards (the QA kit's
+    :meth:`~tasks_lib.tracks.qa.QAKit.build`). The pool is ledgered (published) only after a
+    clean exploit audit, or with ``audit_override`` (a reason)."""
+    options: dict[str, OptionValue] = {
+        "source": source, "predictions": predictions, "models": models,
+        "select": SelectionRule(select).value, "per_dataset": per_dataset,
+        "threshold": threshold, "meld": meld, "meld_models": meld_models,
+        "meld_threshold": meld_threshold, "auto_approve": auto_approve,
+        "review_timeout_s": review_timeout_s}
+    built = kit_for(Track.QA).build(BuildRequest(tasks=datasets or [], pool_id=pool_id, out=out,
+                                                 seed=seed, options=options))
+    assert isinstance(built.manifest, QAManifest)
+    publish_version(built.url, built.manifest, audit_override, built.n_items)
     create_markdown_artifact(key=artifact_key(f"pool-{pool_id}"),
-                             markdown=manifest_markdown(published.manifest),
-                             description=f"Pool {pool_id} v{published.manifest.version}")
-    return published
+                             markdown=manifest_markdown(built.manifest),
+                             description=f"Pool {pool_id} v{built.manifest.version}")
+    return PublishedPool(url=built.url, manifest=built.manifest)
 
 
 @flow(name="construct-imaging", flow_run_name="construct-imaging-{task_id}", log_prints=True)
@@ -109,25 +86,20 @@ def construct_imaging(task_id: str, out: str | None = None, audit_override: str 
                       from_dir: str | None = None, track: str | None = None) -> str:
     """Build an imaging task's pool: ingest (render a shipped card's cases, or read the user's
     folder ``from_dir`` as a ``track`` task) → validate → de-identify → write (vN) → sample
-    submission → exploit audit → ledger (publish; an unclean audit stops here unless
-    ``audit_override`` gives a reason). Both kinds of task take the same steps after ingest.
-    Returns the URL of the pool version's ``manifest.json``."""
-    from tasks_lib.imaging import steps as imaging
-    from tasks_lib.imaging.dataset import folder_card
+    submission (the track kit's :meth:`~tasks_lib.imaging.kit.ImagingKit.build`) → exploit
+    audit → ledger (publish; an unclean audit stops here unless ``audit_override`` gives a
+    reason). Both kinds of task take the same steps after ingest. Returns the URL of the pool
+    version's ``manifest.json``."""
     from tasks_lib.imaging.pool import load_task
+    from tasks_lib.imaging.registry import imaging_kit
+    from tasks_lib.imaging.types import PoolManifest
 
-    if from_dir is None:
-        card = load_task(task_id)
-        rendered = imaging.render(card)
-    else:
-        card = folder_card(Path(from_dir), Track(track or ""), task_id)
-        rendered = imaging.ingest(card, from_dir)
-    imaging.validate(card, rendered)
-    clean = imaging.deidentify_step(card, rendered)
-    published = imaging.publish(card, out, rendered, clean)
-    imaging.sample_submission(published.url, published.manifest)
-    publish_version(published.url, published.manifest, audit_override,
-                    len(published.manifest.cases))
-    print(f"built {task_id} v{published.manifest.version}: {len(published.manifest.cases)} "
-          f"cases, header fields cleared {published.manifest.deid.fields_cleared or 'none'}")
-    return f"{published.url.rstrip('/')}/manifest.json"
+    kit = imaging_kit(load_task(task_id).track if from_dir is None else Track(track or ""))
+    built = kit.build(BuildRequest(tasks=[task_id], out=out,
+                                   options={} if from_dir is None else {"from_dir": from_dir}))
+    m = built.manifest
+    assert isinstance(m, PoolManifest)
+    publish_version(built.url, m, audit_override, built.n_items)
+    print(f"built {task_id} v{m.version}: {len(m.cases)} cases, header fields cleared "
+          f"{m.deid.fields_cleared or 'none'}")
+    return f"{built.url.rstrip('/')}/manifest.json"

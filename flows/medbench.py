@@ -7,26 +7,26 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
 from tasks_lib.artifacts import artifact_key
+from tasks_lib.domain import Track
 from tasks_lib.medbench import steps
 from tasks_lib.pool_publish import publish_version
 from tasks_lib.records import RunRecord
-
-BANK_NOTE = ("MedBench-style stand-in built from data medflows holds (MedAgentsBench questions, "
-             "pydicom sample headers, the imaging tracks' generators, hand-written safety "
-             "items); not MedBench data.")
 
 
 @flow(name="construct-medbench", flow_run_name="construct-{pool_id}", log_prints=True)
 def construct_medbench(pool_id: str = "medbench-bank", tasks: list[str] | None = None,
                        out: str | None = None, audit_override: str | None = None) -> str:
-    """Build the item bank from its cards → write the version → exploit audit (publish gate)
-    → ledger. Returns the pool version's root URL."""
-    from tasks_lib.medbench.pool import card_ids
+    """Build the item bank from its cards (the MedBench kit's
+    :meth:`~tasks_lib.tracks.medbench.MedBenchKit.build`) → exploit audit (publish gate) →
+    ledger. Returns the pool version's root URL."""
+    from tasks_lib.medbench.items import MedBenchManifest
+    from tasks_lib.tracks.base import BuildRequest, kit_for
 
-    ids = card_ids(tasks)
-    built = steps.build_tasks(ids, len(ids))
-    url, manifest = steps.publish(pool_id, out, built, [BANK_NOTE])
-    publish_version(url, manifest, audit_override, manifest.n_items)
+    built = kit_for(Track.MEDBENCH).build(BuildRequest(tasks=tasks or [], pool_id=pool_id,
+                                                       out=out))
+    url, manifest = built.url, built.manifest
+    assert isinstance(manifest, MedBenchManifest)
+    publish_version(url, manifest, audit_override, built.n_items)
     lines = [f"# {pool_id} v{manifest.version}", "", f"- items: {manifest.n_items}",
              f"- content hash: `{manifest.content_hash}`", "",
              "| task | dimension | answer type | items |", "|---|---|---|---:|"]
@@ -68,7 +68,6 @@ def execute_medbench(pool: str, agents: list[str] | None = None, model: str | No
     """
     from flows.execute import run_item_agents
     from flows.score import score_runs
-    from tasks_lib.domain import Track
     from tasks_lib.execution.environment import Planned
     from tasks_lib.llm import CallOptions
     from tasks_lib.rotation import resolve_pool

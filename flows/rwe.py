@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from prefect import flow
 
+from tasks_lib.domain import Track
 from tasks_lib.pool_publish import publish_version
-from tasks_lib.rwe import construct_steps as steps
 from tasks_lib.rwe.construct_steps import PublishedRWEPool
 
 
@@ -18,14 +18,15 @@ def construct_rwe(seed: int = 0, n_patients: int = 20_000, studies: list[str] | 
     the agents use (``MEDFLOWS_RWE_DB_URL``, else medflows' own cluster; credentials never pass
     through parameters), compute every study's reference answers and trap panel, write the pool
     version, and ledger it after a clean RWE exploit audit (or with ``audit_override``, a
-    recorded reason)."""
-    cards = steps.load_cards(studies)
-    loaded = steps.generate_load(seed, n_patients)
-    start = steps.now()
-    builds = [steps.analyse_study(s, loaded.database) for s in cards]
-    steps.validate(builds)
-    published = steps.publish(pool_id, out, seed, n_patients, loaded, builds,
-                              (loaded.generate_s, loaded.load_s, steps.now() - start))
+    recorded reason). The build is the RWE kit's
+    (:meth:`~tasks_lib.tracks.rwe.RweKit.construct`)."""
+    from tasks_lib.tracks.base import BuildRequest, kit_for
+    from tasks_lib.tracks.rwe import RweKit
+
+    kit = kit_for(Track.RWE)
+    assert isinstance(kit, RweKit)
+    published = kit.construct(BuildRequest(tasks=studies or [], pool_id=pool_id, out=out,
+                                           seed=seed, options={"n_patients": n_patients}))
     m = published.manifest
     publish_version(published.url, m, audit_override, len(m.studies))
     print(f"built {pool_id} v{m.version}: {len(m.studies)} studies, EHR {m.ehr_hash[:12]} "

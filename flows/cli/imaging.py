@@ -21,7 +21,17 @@ def _imaging_tracks() -> list[str]:
     return imaging_tracks()
 
 
-BUILD_ROUTES.add("imaging", Route(("pool", "build", "imaging"), _imaging_tracks, "--task"))
+def _shipped_imaging_tracks() -> list[str]:
+    """The imaging kits whose cards ship in ``datasets/<track>/`` (what ``pool build imaging
+    --task`` builds); an imaging-like kit keeping its cards elsewhere (a kit outside the tree)
+    is built by ``pool build --task`` through the generic ``construct`` flow."""
+    from tasks_lib.imaging.registry import imaging_kit, imaging_tracks
+
+    return [t for t in imaging_tracks() if imaging_kit(t).cards_root is None]
+
+
+BUILD_ROUTES.add("imaging", Route(("pool", "build", "imaging"), _shipped_imaging_tracks,
+                                  "--task"))
 EXECUTE_ROUTES.add("imaging", Route(("execute", "cells"), _imaging_tracks))
 
 

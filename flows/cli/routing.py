@@ -41,6 +41,11 @@ EXECUTE_ROUTES: Registry[Route] = Registry("execute route")
 """Routes of ``medflows execute --pool``, keyed by route name."""
 
 
+def serves(routes: Registry[Route], track: str) -> bool:
+    """Whether some route of ``routes`` serves ``track``'s kit."""
+    return any(track in routes.get(name).tracks() for name in routes)
+
+
 def route_for(routes: Registry[Route], track: str) -> Route:
     """The one route serving ``track``'s kit (none: an error naming the served kits; two: a
     registration bug)."""
@@ -52,31 +57,6 @@ def route_for(routes: Registry[Route], track: str) -> Route:
     if len(served) > 1:
         raise ValueError(f"{routes.kind}s {', '.join(served)} all serve {track!r}")
     return routes.get(served[0])
-
-
-def task_track(ids: list[str]) -> str:
-    """The one kit whose cards hold every id of ``ids`` (the card names its track).
-
-    Raises:
-        InputDataError: an id no kit lists, an id two kits list, or ids of different kits —
-            the message names the known ids.
-    """
-    from tasks_lib.tracks import catalog  # noqa: F401  (registers every kit)
-    from tasks_lib.tracks.base import KITS
-
-    holders = {name: set(KITS.get(name).task_ids()) for name in KITS.names()}
-    tracks: set[str] = set()
-    for task_id in ids:
-        found = sorted(name for name, cards in holders.items() if task_id in cards)
-        if len(found) != 1:
-            known = sorted({c for cards in holders.values() for c in cards})
-            why = "unknown task id" if not found else f"held by {' and '.join(found)}"
-            raise InputDataError(f"--task {task_id}", f"{why}; known task ids: "
-                                                      f"{', '.join(known)}")
-        tracks.add(found[0])
-    if len(tracks) != 1:
-        raise InputDataError("--task", f"name tasks of one kit (got {', '.join(sorted(tracks))})")
-    return tracks.pop()
 
 
 def pool_track(pool: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-from evaluators.core import Track
+from evaluators.core import InputDataError, Track
 from expectations import SuiteSpec
 from tasks_lib.audits.baselines import Baseline
 from tasks_lib.harness.environment import Environment
@@ -29,7 +29,7 @@ from tasks_lib.imaging.validation import Judged, judge_frame
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.base import TrackKit
+from tasks_lib.tracks.base import BuildRequest, BuiltPool, TrackKit
 
 CaseScorer = Callable[[Path, Storage, PoolManifest, list[str], list[str]],
                       dict[str, dict[str, float]]]
@@ -143,6 +143,40 @@ class ImagingKit(TrackKit):
         own = (SuiteSpec.model_validate_json(self.suite_file.read_text(encoding="utf-8"))
                if self.suite_file is not None else None)
         return judge_frame(self.suite or self.track.value, rows, m, own)
+
+    def build(self, request: BuildRequest) -> BuiltPool:
+        """Construct's front part for one task (``request.tasks``: its id): ingest (render the
+        shipped card's cases, or read the user's folder ``options["from_dir"]`` as a task of
+        this track) → validate → de-identify → write vN → the public sample submission. The
+        pool is named by the task id; the card's source holds the seed."""
+        from tasks_lib.imaging import steps
+        from tasks_lib.imaging.dataset import folder_card
+
+        if len(request.tasks) != 1:
+            raise InputDataError("--task", f"the {self.track.value} kit builds one pool per "
+                                           "task id; give one")
+        task_id = request.tasks[0]
+        if request.pool_id not in (None, task_id) or request.seed is not None:
+            raise InputDataError("--pool-id/--seed", "an imaging pool is named by its task id "
+                                                     "and seeded by its card")
+        unknown = sorted(set(request.options) - {"from_dir"})
+        if unknown:
+            raise InputDataError(", ".join(unknown), f"not a {self.track.value} build option "
+                                                     "(it takes from_dir)")
+        from_dir = request.option("from_dir")
+        if from_dir is None:
+            card = load_task(task_id)
+            rendered = steps.render(card)
+        else:
+            card = folder_card(Path(str(from_dir)), self.track, task_id)
+            rendered = steps.ingest(card, str(from_dir))
+        if card.track is not self.track:
+            raise InputDataError(task_id, f"a {card.track.value} task, not {self.track.value}")
+        steps.validate(card, rendered)
+        clean = steps.deidentify_step(card, rendered)
+        published = steps.publish(card, request.out, rendered, clean)
+        steps.sample_submission(published.url, published.manifest)
+        return BuiltPool(published.url, published.manifest, len(published.manifest.cases))
 
     def build_files(self, card: TaskSpec) -> Rendered:
         """Render the card's cases (construct's ingest for generated tasks)."""

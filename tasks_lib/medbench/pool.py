@@ -33,6 +33,10 @@ from tasks_lib.sources import MedBenchSource
 from tasks_lib.taskspec import list_cards, load_card
 
 DEFAULT_POOL = "medbench-bank"
+BANK_NOTE = ("MedBench-style stand-in built from data medflows holds (MedAgentsBench questions, "
+             "pydicom sample headers, the imaging tracks' generators, hand-written safety "
+             "items); not MedBench data.")
+"""The note every bank's manifest carries."""
 
 
 def build_task(task_id: str) -> tuple[TaskEntry, BuiltTask]:

@@ -9,11 +9,15 @@ on the track name. Adding a track = one kit module in ``tasks_lib/tracks/`` (imp
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
-from evaluators.core import InputDataError, Registry, Track, UnknownNameError
+from pydantic import Field
+
+from evaluators.core import Frozen, InputDataError, Registry, Track, UnknownNameError
 from tasks_lib.audits.kit_data import AnswerKeyData
+from tasks_lib.pool_format import PoolHeader
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.storage import Storage
 from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits
@@ -24,6 +28,41 @@ if TYPE_CHECKING:
     from tasks_lib.execution.environment import ItemEnvironment
     from tasks_lib.harness.environment import Environment
     from tasks_lib.rotation.kit import PoolRotation
+
+
+JSONScalar = str | int | float | bool | None
+OptionValue = JSONScalar | Sequence[JSONScalar]
+"""A kit-specific build knob: a JSON scalar or a list of them."""
+
+
+class BuildRequest(Frozen):
+    """What to build: the task ids (cards) of one kit and where the version goes."""
+
+    tasks: list[str] = Field(description="Task ids of the kit's cards the pool serves (empty: "
+                             "the kit's default set where it has one).")
+    pool_id: str | None = Field(default=None, description="Pool name (None: the kit's default, "
+                                "e.g. the task id of a one-card pool).")
+    out: str | None = Field(default=None, description="Write the version here instead of "
+                            "``pools/<pool_id>/vN``.")
+    seed: int | None = Field(default=None, description="Seed of generated data (None: the "
+                             "kit's default).")
+    options: dict[str, OptionValue] = Field(default_factory=dict, description="Kit-specific "
+                                            "knobs (each kit documents and checks its own).")
+
+    def option(self, name: str, default: OptionValue = None) -> OptionValue:
+        """The value of knob ``name`` (``default`` when absent)."""
+        return self.options.get(name, default)
+
+
+class BuiltPool(NamedTuple):
+    """A written (not yet audited or ledgered) pool version."""
+
+    url: str
+    """Root URL of the version (holds ``manifest.json``)."""
+    manifest: PoolHeader
+    """Its manifest (the kit's own subclass)."""
+    n_items: int
+    """Items the ledger row counts."""
 
 
 class TrackKit(ABC):
@@ -146,6 +185,15 @@ class TrackKit(ABC):
         raise InputDataError(pool_url, f"the {self.track.value} kit's agents run as research "
                                        "cells (on the pool's cards), not as item agents")
 
+    def build(self, request: BuildRequest) -> BuiltPool:
+        """Construct's front part for this kit: build the pool of ``request.tasks`` (ingest or
+        generate, validate, de-identify where the kit does) and write it as version N
+        (:func:`tasks_lib.pool_publish.write_version`); the exploit audit and the ledger row are
+        the shared tail's (:func:`tasks_lib.pool_publish.publish_version`). Called inside a
+        flow run (a kit may pause it, e.g. QA's expert review). Kits that build no pools
+        raise."""
+        raise InputDataError(self.track.value, f"the {self.track.value} kit builds no pools")
+
     def task_ids(self) -> list[str]:
         """Ids of the tasks this kit serves: its shipped cards
         (``<cards_root or datasets/<track>>/*/task.yaml``)."""
@@ -173,6 +221,28 @@ def find_card(task_id: str) -> TaskSpec:
         if card is not None:
             return card
     raise UnknownNameError("task", task_id, sorted(t for kit in kits for t in kit.task_ids()))
+
+
+def task_track(ids: list[str]) -> str:
+    """The one registered kit whose cards hold every id of ``ids`` (the card names its track).
+
+    Raises:
+        InputDataError: an id no kit lists, an id two kits list, or ids of different kits —
+            the message names the known ids.
+    """
+    holders = {name: set(KITS.get(name).task_ids()) for name in KITS.names()}
+    tracks: set[str] = set()
+    for task_id in ids:
+        found = sorted(name for name, cards in holders.items() if task_id in cards)
+        if len(found) != 1:
+            known = sorted({c for cards in holders.values() for c in cards})
+            why = "unknown task id" if not found else f"held by {' and '.join(found)}"
+            raise InputDataError(f"--task {task_id}", f"{why}; known task ids: "
+                                                      f"{', '.join(known)}")
+        tracks.add(found[0])
+    if len(tracks) != 1:
+        raise InputDataError("--task", f"name tasks of one kit (got {', '.join(sorted(tracks))})")
+    return tracks.pop()
 
 
 def kit_for(track: Track | str) -> TrackKit:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import evaluators.catalog  # noqa: F401  (registers every metric)
-from evaluators.core import Track
+from evaluators.core import InputDataError, Track
 from evaluators.metrics import METRICS
 from tasks_lib.audits.baselines import Baseline
 from tasks_lib.audits.kit_data import AnswerKeyData
@@ -19,7 +19,7 @@ from tasks_lib.harness.environment import Environment
 from tasks_lib.imaging.rotation import CaseRotation
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.taskspec import TaskSpec
-from tasks_lib.tracks.base import KITS, TrackKit
+from tasks_lib.tracks.base import KITS, BuildRequest, BuiltPool, TrackKit
 
 
 class ChallengeKit(TrackKit):
@@ -41,6 +41,26 @@ class ChallengeKit(TrackKit):
         pool = Path(run.pool_url.removeprefix("file://"))
         return score_challenge(load_challenge(run.task_id), pool, submission, run.run_id,
                                run.pool_hash, self.evaluator_version, self.limits)
+
+    def build(self, request: BuildRequest) -> BuiltPool:
+        """The card's synthetic case (test seed ``request.seed`` or 0, validation seed + 1) as
+        public inputs, sample submission, validation split and local metric, the test answers
+        private → write vN (:func:`tasks_lib.challenge.pool.publish_challenge_pool`, one step);
+        the pool is named by the task id."""
+        from prefect import task
+
+        from tasks_lib.challenge.pool import publish_challenge_pool
+
+        if len(request.tasks) != 1:
+            raise InputDataError("--task", "the challenge kit builds one pool per task id; "
+                                           "give one")
+        task_id = request.tasks[0]
+        if request.pool_id not in (None, task_id) or request.options:
+            raise InputDataError("--pool-id", "a challenge pool is named by its task id and "
+                                              "takes no other option than --seed")
+        url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(
+            task_id, request.out, request.seed or 0)
+        return BuiltPool(url, manifest, len(manifest.cases))
 
     def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:
         """A file task's: the pool's public view, a workspace whose ``submission/`` is the

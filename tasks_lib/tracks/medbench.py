@@ -25,7 +25,7 @@ from tasks_lib.medbench.rotation import MedBenchRotation
 from tasks_lib.medbench.scoring import score_predictions
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.storage import Storage
-from tasks_lib.tracks.base import KITS, TrackKit
+from tasks_lib.tracks.base import KITS, BuildRequest, BuiltPool, TrackKit
 
 if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
@@ -58,6 +58,22 @@ class MedBenchKit(TrackKit):
             task_score=scored.overall, metrics=scored.metrics, groups=scored.groups,
             coverage=scored.coverage, per_case=scored.per_case, notes=scored.notes,
             judge_errors=scored.judge_errors)
+
+    def build(self, request: BuildRequest) -> BuiltPool:
+        """The item bank of the cards ``request.tasks`` (empty: every MedBench card; seeded
+        builders, so the same cards give the same items) → write vN, named ``request.pool_id``
+        (default ``medbench-bank``)."""
+        from tasks_lib.medbench import steps
+        from tasks_lib.medbench.pool import BANK_NOTE, DEFAULT_POOL, card_ids
+
+        if request.seed is not None or request.options:
+            raise InputDataError("--seed", "the MedBench bank's builders are seeded by its "
+                                           "cards; it takes no seed or other option")
+        ids = card_ids(request.tasks or None)
+        built = steps.build_tasks(ids, len(ids))
+        url, manifest = steps.publish(request.pool_id or DEFAULT_POOL, request.out, built,
+                                      [BANK_NOTE])
+        return BuiltPool(url, manifest, manifest.n_items)
 
     def baselines(self, pool_url: str, out: Path) -> list[Baseline]:
         """No submission, empty answers, a constant letter and the references, with floors

@@ -1,8 +1,9 @@
 """The QA kit (MedAgentsBench): multiple-choice Pass@1 per dataset, macro over datasets.
 
-Construct is the ``construct-qa`` flow (ingest → de-identify → normalize → difficulty filter →
-MELD → review → publish); scoring reads the run's ``answers.jsonl`` and the pool's private
-references. A QA pool spans several dataset cards; every metric any of them lists is computed.
+Construct is :meth:`QAKit.build` (ingest → de-identify → normalize → difficulty filter →
+MELD → review → write vN; the construct flow adds the shared audit-and-publish tail); scoring
+reads the run's ``answers.jsonl`` and the pool's private references. A QA pool spans several
+dataset cards; every metric any of them lists is computed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 from tasks_lib.submission_limits import DEFAULT_LIMITS, SubmissionLimits, loads_json, violation
 from tasks_lib.taskspec import load_card
-from tasks_lib.tracks.base import KITS, TrackKit
+from tasks_lib.tracks.base import KITS, BuildRequest, BuiltPool, TrackKit
 
 if TYPE_CHECKING:
     from tasks_lib.qa.run_steps import QAEnvironment
@@ -126,6 +127,17 @@ class QAKit(TrackKit):
         from tasks_lib.qa.audit import qa_answer_key_data
 
         return qa_answer_key_data(pool_url)
+
+    def build(self, request: BuildRequest) -> BuiltPool:
+        """Ingest → de-identify → normalize → difficulty filter → MELD → expert review (a pause
+        of the flow run unless ``auto_approve``) → write vN, over the dataset cards
+        ``request.tasks`` (:func:`tasks_lib.qa.construct.construct`; its knobs:
+        :data:`tasks_lib.qa.construct.OPTIONS`)."""
+        from tasks_lib.qa.construct import construct
+        from tasks_lib.qa.steps import n_items
+
+        published = construct(request)
+        return BuiltPool(published.url, published.manifest, n_items(published.manifest))
 
     def item_environment(self, pool_url: str) -> QAEnvironment:
         """QA agents answer the pool's items (:class:`tasks_lib.qa.run_steps.QAEnvironment`)."""

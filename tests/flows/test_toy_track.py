@@ -40,10 +40,11 @@ def _toy_track(prefect_harness: None, tmp_path_factory: pytest.TempPathFactory
 
 @pytest.fixture(scope="module")
 def pool() -> str:
-    """The toy task's pool, built and published by the verb-first command."""
+    """The toy task's pool, built and published by the verb-first command (no alias serves
+    the kit: the generic ``construct`` flow builds it)."""
     built = invoke_json("pool", "build", "--task", TASK, "--json")
-    assert (built["track"], built["task_id"]) == ("toy_slides", TASK)
-    return str(built["manifest"]).removesuffix("/manifest.json")
+    assert (built["track"], built["pool_id"], built["cards"]) == ("toy_slides", TASK, [TASK])
+    return str(built["url"]).rstrip("/")
 
 
 def test_the_kit_is_found_by_name_and_its_card_and_suite_beside_it() -> None:
@@ -55,6 +56,15 @@ def test_the_kit_is_found_by_name_and_its_card_and_suite_beside_it() -> None:
     kit = kit_for(card.track)
     assert kit.task_ids() == [TASK] and kit.suite_file is not None
     assert kit.suite_file.parent.name == "toy_track"
+
+
+def test_no_alias_route_serves_the_kit() -> None:
+    from support.cli import invoke
+
+    from flows.cli.routing import BUILD_ROUTES, serves
+
+    invoke("--help")  # registers every command module's routes
+    assert not serves(BUILD_ROUTES, "toy_slides") and serves(BUILD_ROUTES, "vqa")
 
 
 def test_build_is_reproducible_and_the_audit_is_clean(pool: str) -> None:

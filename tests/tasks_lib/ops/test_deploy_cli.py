@@ -20,8 +20,9 @@ import flows.construct
 from tasks_lib.errors import InputDataError
 from tasks_lib.ops import DeploymentSpec, flow_registry, load_flow, project_file
 
-DEPLOYMENTS = ["construct", "construct-imaging", "construct-challenge", "construct-medbench",
-               "construct-rwe", "rotate-quarterly", "rotate-medbench-quarterly", "execute-matrix",
+DEPLOYMENTS = ["construct", "construct-pool", "construct-imaging", "construct-challenge",
+               "construct-medbench", "construct-rwe", "rotate-quarterly",
+               "rotate-medbench-quarterly", "execute-pool", "execute-matrix",
                "research-cell", "research-matrix", "execute-medbench", "score", "score-run",
                "score-submission", "report", "report-medbench", "qa-benchmark", "challenge-grade",
                "challenge-benchmark-rank"]
@@ -67,7 +68,8 @@ def test_every_entrypoint_is_a_flow_and_every_flow_is_deployed() -> None:
         assert found[flow.name] is flow, f"{spec.entrypoint} is not the flow of its module"
     registry = flow_registry()
     assert sorted(registry.names()) == sorted(found)
-    assert {"construct-qa", "construct-imaging", "rotate-pool", "execute-qa", "run-cell",
+    assert {"construct", "construct-qa", "construct-imaging", "rotate-pool", "execute",
+            "execute-qa", "run-cell",
             "run-matrix", "score-runs", "score-run", "score-submission", "report",
             "qa-benchmark", "challenge-grade-rank", "challenge-benchmark-rank"} <= set(found)
 

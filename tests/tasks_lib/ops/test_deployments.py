@@ -19,7 +19,8 @@ from support.ops_support import BIN, PrefectServer, publish_test_pool, stop
 from tasks_lib.rotation import active_subset
 
 pytestmark = pytest.mark.slow
-EXPECTED = {"construct-qa/construct", "construct-imaging/construct-imaging",
+EXPECTED = {"construct-qa/construct", "construct/construct-pool", "execute/execute-pool",
+            "construct-imaging/construct-imaging",
             "rotate-pool/rotate-quarterly", "execute-qa/execute-matrix",
             "run-cell/research-cell", "run-matrix/research-matrix", "score-runs/score",
             "score-run/score-run", "score-submission/score-submission", "report/report",
@@ -151,12 +152,12 @@ def test_deploy_schedule_ui_run_and_browser(prefect_server: PrefectServer, tmp_p
         return subprocess.run([chromium, *CHROMIUM_FLAGS, "--dump-dom", page],
                               capture_output=True, text=True, timeout=120).stdout
 
-    # The list shows the first page (10 deployments, by flow name); the quarterly rotation's own
-    # page shows its schedule.
+    # The list shows the first page (10 deployments, by deployment name); the quarterly
+    # rotation's own page shows its schedule.
     page = f"{prefect_server.ui_url}/deployments"
     dom = dom_of(page)
-    for name in ("challenge-grade", "construct", "construct-imaging", "construct-medbench",
-                 "construct-rwe", "execute-matrix", "execute-medbench", "qa-benchmark"):
+    for name in ("challenge-grade", "construct-pool", "construct-imaging", "construct-medbench",
+                 "construct-rwe", "execute-matrix", "execute-medbench"):
         assert name in dom, name
     detail = dom_of(f"{prefect_server.ui_url}/deployments/deployment/{rotate['id']}")
     assert "rotate-quarterly" in detail and "every 3 months" in detail
