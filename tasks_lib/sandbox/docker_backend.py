@@ -57,6 +57,10 @@ IMAGE = "medflows-sandbox:1"
 LEASE_LABEL = "medflows.lease"
 """Container label holding the id of the lease the container belongs to."""
 SANDBOX_UID = 1000
+ATTACH_WAIT_S = 30.0
+"""How long the host waits for an exec to stop itself, then for strace to attach (seconds, by
+the clock: on a loaded host each Docker API call is slow, and a count of polls ran out before
+the process stopped, leaving the attempt unmonitored)."""
 _SKELETON_DIRS = ("etc", "tmp", "proc", "dev", "sys", "usr", "workspace", "public", "private",
                   "submission", "output")
 
@@ -276,25 +280,25 @@ class DockerSandbox:
         """Attach ``strace`` to the stopped exec process and resume it (None: not possible
         here — the process is resumed untraced)."""
         pid = 0
-        for _ in range(500):
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        while True:
             pid = int(self.engine.api.exec_inspect(exec_id).get("Pid") or 0)
             if pid and _state(pid) == "T":
                 break
+            if time.monotonic() > deadline:
+                if pid:
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGCONT)
+                return None
             time.sleep(0.01)
-        else:
-            if pid:
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGCONT)
-            return None
         assert self.strace is not None
         tracer = subprocess.Popen(
             die_with_parent(strace_argv(self.strace, monitor.write_fd, attach=pid)),
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
             pass_fds=(monitor.write_fd,), start_new_session=True)
         monitor.start()
-        for _ in range(500):
-            if _tracer(pid) or tracer.poll() is not None:
-                break
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        while not (_tracer(pid) or tracer.poll() is not None) and time.monotonic() < deadline:
             time.sleep(0.01)
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
