@@ -76,7 +76,7 @@ def test_unknown_flow_is_a_user_error_listing_the_known_flows() -> None:
     result = _cli("rerun", str(run_id))
     assert result.exit_code == 2
     assert result.stderr.startswith("error: not-a-medflows-flow: not a medflows flow; known "
-                                    "flows: construct-qa, construct-imaging, ")
+                                    "flows: construct-qa, construct, construct-imaging, ")
     for name in ("rotate-pool", "challenge-grade-rank", "construct-rwe", "execute-medbench"):
         assert name in result.stderr
     after = _read(run_id)
