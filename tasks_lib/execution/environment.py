@@ -1,14 +1,12 @@
 """What a kit provides so its item agents run on the one execute path: an item environment.
 
-No Prefect here: the kits import it, and :func:`run_in_process` runs one replicate without a
-flow (tests, scripts, the old single-call API).
+No Prefect here: the kits import it (their environments run in workers and sandboxes).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import time
 from abc import ABC, abstractmethod
 from typing import Any, ClassVar, NamedTuple
 
@@ -111,15 +109,3 @@ class ItemEnvironment(Frozen, ABC):
         """Write the run's submission and trace files from its chunks (in any order) and return
         its run record (status and error decided here; not yet ledgered)."""
 
-
-def run_in_process(env: ItemEnvironment, agent: AgentSpec, replicate: int,
-                   options: CallOptions, budgets: Budgets = Budgets(None, None)) -> RunRecord:
-    """One replicate as one chunk in this process (no Prefect); stores submission, trace and
-    run record files, not the ledger row."""
-    started = time.time()
-    deadline = None if budgets.time_budget_s is None else \
-        time.monotonic() + budgets.time_budget_s
-    chunk = env.run_chunk(agent, replicate, 0, env.n_items,
-                          RunLimits(deadline=deadline, max_cost_usd=budgets.max_cost_usd),
-                          options)
-    return env.assemble(agent, replicate, [chunk], started, budgets)

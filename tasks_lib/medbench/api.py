@@ -43,14 +43,13 @@ from typing import Any, ClassVar
 
 from pydantic import Field
 
-from evaluators.core import InputDataError, RunStatus, Track
+from evaluators.core import RunStatus, Track
 from tasks_lib.agents import AgentSpec
 from tasks_lib.domain import Frozen
 from tasks_lib.execution.environment import (
     Budgets,
     ChunkResult,
     ItemEnvironment,
-    run_in_process,
 )
 from tasks_lib.item_runner import RunLimits, StopReason, run_items
 from tasks_lib.llm import CallOptions, LiteLLMCompletion
@@ -251,17 +250,6 @@ def _known_sum(values: Iterable[float | None]) -> float | None:
             return None
         total += value
     return total
-
-
-def run_api(agent: AgentSpec, pool_url: str, replicate: int, options: CallOptions,
-            max_cost_usd: float | None = None) -> RunRecord:
-    """One replicate of ``agent`` on every item of the pool, as one chunk in this process
-    (:func:`tasks_lib.execution.environment.run_in_process`; the execute flows run the same
-    environment chunked); stores submission, trace and run record files (not ledgered)."""
-    if max_cost_usd is not None and max_cost_usd < 0:
-        raise InputDataError("--max-cost-usd", f"must be >= 0, got {max_cost_usd}")
-    return run_in_process(MedBenchEnvironment.open(pool_url), agent, replicate, options,
-                          Budgets(None, max_cost_usd))
 
 
 _SAFE = re.compile(r"[^A-Za-z0-9._-]")

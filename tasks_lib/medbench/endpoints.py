@@ -6,8 +6,9 @@ append-only submission like an upload.
 limit; the submitter's items-per-minute limit becomes the endpoint's requests-per-minute cap)
 and fixes its run id: version ``n`` of a lock is replicate ``n − 1`` of the endpoint's agent, so
 every version is a fresh run with its own item order and its own call-cache salt. The caller then
-runs :func:`tasks_lib.medbench.api.run_api` with that replicate, records the run and scores it
-with the one score flow.
+runs the endpoint's agent as that replicate on the one execute path
+(:func:`tasks_lib.execution.steps.execute_items`), records the run and scores it with the one
+score flow.
 
 A registered endpoint gets its own credential or none, never the operator's
 (:func:`endpoint_completion`): the submitter's API key is kept encrypted

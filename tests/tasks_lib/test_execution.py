@@ -162,8 +162,10 @@ def test_research_kits_have_no_item_environment(tmp_path: Path) -> None:
 @pytest.mark.usefixtures("prefect_harness")
 def test_medbench_api_mode_runs_chunked_on_the_generic_path(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from support.item_runs import run_api
+
     from flows.medbench import execute_medbench
-    from tasks_lib.medbench.api import MedBenchEnvironment, adhoc_agent, run_api
+    from tasks_lib.medbench.api import MedBenchEnvironment, adhoc_agent
     from tasks_lib.medbench.items import SUBMISSION_FILE
 
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))

@@ -9,12 +9,13 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from support.item_runs import run_api
 from support.medbench_pool import write_pool
 from support.openai_server import FakeOpenAIServer
 
 from evaluators.core import RunStatus
 from tasks_lib.llm import CallOptions
-from tasks_lib.medbench.api import BUDGET_REACHED, adhoc_agent, run_api
+from tasks_lib.medbench.api import BUDGET_REACHED, adhoc_agent
 from tasks_lib.medbench.items import SUBMISSION_FILE
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
 from tasks_lib.settings import reset_settings

@@ -135,7 +135,7 @@ def test_an_endpoint_key_needs_the_operators_credential_key(
 
 def test_a_name_that_resolves_elsewhere_later_is_refused_before_each_call(
         tmp_path: Path, no_allowance: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks_lib.medbench.api import run_api
+    from support.item_runs import run_api
 
     real = socket.getaddrinfo
     answer = {"address": "93.184.216.34"}
@@ -189,7 +189,7 @@ def test_a_redirect_from_an_endpoint_is_not_followed(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from http.server import BaseHTTPRequestHandler, HTTPServer
 
-    from tasks_lib.medbench.api import run_api
+    from support.item_runs import run_api
 
     monkeypatch.setenv("MEDFLOWS_ENDPOINT_ALLOW_NETWORKS", "127.0.0.1/32")
     monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))

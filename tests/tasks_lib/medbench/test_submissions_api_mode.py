@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.item_runs import run_api
 from support.medbench_pool import OVERALL, write_pool
 from support.openai_server import FakeOpenAIServer
 
@@ -22,7 +23,6 @@ from tasks_lib.ledger.tables import EndpointRow
 from tasks_lib.llm import CallOptions
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.accounts import RateLimited
-from tasks_lib.medbench.api import run_api
 from tasks_lib.medbench.endpoints import endpoint_agent, lock_api_submission
 from tasks_lib.scoring import record_run
 from tasks_lib.storage import Storage
