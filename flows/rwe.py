@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from prefect import flow
 
-from tasks_lib.domain import Track
 from tasks_lib.pool_publish import publish_version
 from tasks_lib.rwe.construct_steps import PublishedRWEPool
 
@@ -19,13 +18,11 @@ def construct_rwe(seed: int = 0, n_patients: int = 20_000, studies: list[str] | 
     through parameters), compute every study's reference answers and trap panel, write the pool
     version, and ledger it after a clean RWE exploit audit (or with ``audit_override``, a
     recorded reason). The build is the RWE kit's
-    (:meth:`~tasks_lib.tracks.rwe.RweKit.construct`)."""
-    from tasks_lib.tracks.base import BuildRequest, kit_for
-    from tasks_lib.tracks.rwe import RweKit
+    (:func:`tasks_lib.rwe.construct_steps.build_pool`)."""
+    from tasks_lib.rwe.construct_steps import build_pool
+    from tasks_lib.tracks.base import BuildRequest
 
-    kit = kit_for(Track.RWE)
-    assert isinstance(kit, RweKit)
-    published = kit.construct(BuildRequest(tasks=studies or [], pool_id=pool_id, out=out,
+    published = build_pool(BuildRequest(tasks=studies or [], pool_id=pool_id, out=out,
                                            seed=seed, options={"n_patients": n_patients}))
     m = published.manifest
     publish_version(published.url, m, audit_override, len(m.studies))

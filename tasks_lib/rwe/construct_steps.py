@@ -6,6 +6,7 @@ audit, then the ledger)."""
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from prefect import get_run_logger, task
 from pydantic import Field
@@ -16,6 +17,9 @@ from tasks_lib.rwe import build
 from tasks_lib.rwe.analysis_base import StudyDB
 from tasks_lib.rwe.studies import load_studies
 from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
+
+if TYPE_CHECKING:
+    from tasks_lib.tracks.base import BuildRequest
 
 
 class PublishedRWEPool(Frozen):
@@ -116,3 +120,24 @@ def validate(builds: list[build.StudyBuild]) -> None:
 def now() -> float:
     """Monotonic seconds (timings of the flow's phases)."""
     return time.perf_counter()
+
+
+def build_pool(request: BuildRequest) -> PublishedRWEPool:
+    """Generate the synthetic EHR for ``request.seed`` (default 0; ``options["n_patients"]``
+    patients, default 20,000), load it into its own database on the study server, compute
+    every study's reference answers and trap panel (validated) and write vN, named
+    ``request.pool_id`` (default ``rwe-synthetic``); returns the version with what each part
+    cost (the RWE kit's build)."""
+    unknown = sorted(set(request.options) - {"n_patients"})
+    n_patients = request.option("n_patients", 20_000)
+    if unknown or not isinstance(n_patients, int) or isinstance(n_patients, bool):
+        raise InputDataError("options", "the rwe kit takes one build option, n_patients "
+                                        "(an integer)")
+    seed = request.seed or 0
+    cards = load_cards(request.tasks or None)
+    loaded = generate_load(seed, n_patients)
+    start = now()
+    builds = [analyse_study(s, loaded.database) for s in cards]
+    validate(builds)
+    return publish(request.pool_id or "rwe-synthetic", request.out, seed, n_patients, loaded,
+                   builds, (loaded.generate_s, loaded.load_s, now() - start))

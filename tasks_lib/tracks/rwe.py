@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import evaluators.catalog  # noqa: F401  (registers every metric)
-from evaluators.core import InputDataError, Track
+from evaluators.core import Track
 from tasks_lib.records import RunRecord, ScoreCard
 from tasks_lib.rwe.rotation import StudyRotation
 from tasks_lib.sweep import SERVICE_SWEEPS
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
     from tasks_lib.audits.kit_data import AnswerKeyData
     from tasks_lib.harness.environment import Environment
-    from tasks_lib.rwe.construct_steps import PublishedRWEPool
     from tasks_lib.taskspec import TaskSpec
 
 
@@ -52,33 +51,12 @@ class RweKit(TrackKit):
         return score_rwe_run(run, submission, self.evaluator_version)
 
     def build(self, request: BuildRequest) -> BuiltPool:
-        """The pool of the studies ``request.tasks`` (empty: every study): see
-        :meth:`construct`."""
-        published = self.construct(request)
+        """The pool of the studies ``request.tasks`` (empty: every study):
+        :func:`tasks_lib.rwe.construct_steps.build_pool`."""
+        from tasks_lib.rwe.construct_steps import build_pool
+
+        published = build_pool(request)
         return BuiltPool(published.url, published.manifest, len(published.manifest.studies))
-
-    def construct(self, request: BuildRequest) -> PublishedRWEPool:
-        """Generate the synthetic EHR for ``request.seed`` (default 0; ``options["n_patients"]``
-        patients, default 20,000), load it into its own database on the study server, compute
-        every study's reference answers and trap panel (validated) and write vN, named
-        ``request.pool_id`` (default ``rwe-synthetic``); returns the version with what each part
-        cost."""
-        from tasks_lib.rwe import construct_steps as steps
-
-        unknown = sorted(set(request.options) - {"n_patients"})
-        n_patients = request.option("n_patients", 20_000)
-        if unknown or not isinstance(n_patients, int) or isinstance(n_patients, bool):
-            raise InputDataError("options", "the rwe kit takes one build option, n_patients "
-                                            "(an integer)")
-        seed = request.seed or 0
-        cards = steps.load_cards(request.tasks or None)
-        loaded = steps.generate_load(seed, n_patients)
-        start = steps.now()
-        builds = [steps.analyse_study(s, loaded.database) for s in cards]
-        steps.validate(builds)
-        return steps.publish(request.pool_id or "rwe-synthetic", request.out, seed, n_patients,
-                             loaded, builds, (loaded.generate_s, loaded.load_s,
-                                              steps.now() - start))
 
     def pool_task_ids(self, pool_url: str) -> list[str]:
         """The pool's studies: each is a task, run and scored on its own."""
