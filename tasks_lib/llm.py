@@ -17,8 +17,16 @@ this module nor litellm adds an environment key, and ``guard`` re-checks the bas
 request (:func:`tasks_lib.netpolicy.check_api_base`) and no redirect is followed.
 
 Replies are cached through :mod:`tasks_lib.llm_cache` (on by default): a hit sends no request and
-returns the original reply (usage and cost as first recorded) with ``cached=True``. Calls are
-counted per :func:`~tasks_lib.llm_scope.call_scope`, and concurrent calls of one caller
+returns the original reply (usage and cost as first recorded) with ``cached=True``.
+
+With the cache on, identical requests in flight at once are sent once and the reply shared
+(:mod:`tasks_lib.llm_singleflight`, keyed like the cache): the sharer gets it as the cache would
+have served it a moment later (redacted, ``cached=True``) and is accounted as a cache hit (in its
+item's ``cost_usd`` at the original price and in ``cache_hits``, never in new spend), so the one
+request is paid once; a failed request fails every caller that shared it. With the cache off every
+call is sent (why: that module).
+
+Calls are counted per :func:`~tasks_lib.llm_scope.call_scope`, and concurrent calls of one caller
 (:func:`~tasks_lib.llm_scope.gather`) get their own cache keys (:mod:`tasks_lib.llm_scope`).
 """
 
@@ -35,6 +43,7 @@ from tasks_lib.domain import Frozen
 from tasks_lib.llm_cache import CallCache, call_key
 from tasks_lib.llm_limits import connection_limit, estimate_tokens, rate_limit, with_backoff
 from tasks_lib.llm_scope import CallScope, active_scope
+from tasks_lib.llm_singleflight import SingleFlight
 from tasks_lib.redaction import redact_model
 from tasks_lib.settings import get_settings
 
@@ -68,7 +77,8 @@ class Completion(Frozen):
     truncated: bool = Field(default=False, description="finish_reason was 'length'.")
     cost_usd: float | None = Field(
         default=None, description="USD litellm priced the call at (None when it knows no price).")
-    cached: bool = Field(default=False, description="Served from the call cache (no request).")
+    cached: bool = Field(default=False, description="Served from the call cache, or shared "
+                         "with an identical request in flight (no request of its own).")
 
 
 class CompletionFn(Protocol):
@@ -99,6 +109,10 @@ def _unredirected(api_base: str, api_key: str | None) -> Any:
 
     return openai.OpenAI(api_key=api_key or "not-needed", base_url=api_base, max_retries=0,
                          http_client=httpx.Client(follow_redirects=False))
+
+
+_FLIGHTS: SingleFlight[Completion] = SingleFlight()
+"""Calls in flight in this process, keyed by (cache root, cache key): one request per key."""
 
 
 class CallOptions(Frozen):
@@ -187,14 +201,26 @@ class LiteLLMCompletion:
         keyed = {**params, "endpoint_base": self.api_base} if self._guard else params
         branch, seen = scope.occurrence(call_key(model, sent, keyed))
         key = call_key(model, sent, keyed, seen, branch, scope.salt)
-        reply = self.cache.get(key, Completion) if self.cache else None
-        if reply is not None:
-            reply = reply.model_copy(update={"cached": True})
-        else:
+        if self.cache is None:
             reply = self._ask(model, sent, params)
-            if self.cache:
-                self.cache.put(key, redact_model(reply))
+        else:
+            cache = self.cache
+            flown = _FLIGHTS.run((cache.storage.root_url, key),
+                                 lambda: self._through_cache(cache, key, model, sent, params))
+            reply = flown.value
+            if flown.shared:
+                reply = redact_model(reply).model_copy(update={"cached": True})
         scope.record(reply)
+        return reply
+
+    def _through_cache(self, cache: CallCache, key: str, model: str, sent: list[dict[str, Any]],
+                       params: dict[str, Any]) -> Completion:
+        """The cached reply of ``key``, else the provider's (then stored, redacted)."""
+        hit = cache.get(key, Completion)
+        if hit is not None:
+            return hit.model_copy(update={"cached": True})
+        reply = self._ask(model, sent, params)
+        cache.put(key, redact_model(reply))
         return reply
 
     def _ask(self, model: str, sent: list[dict[str, Any]], params: dict[str, Any]) -> Completion:

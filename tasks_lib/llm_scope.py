@@ -47,7 +47,8 @@ class CallScope:
             return branch, seen
 
     def record(self, reply: Completion) -> None:
-        """Count one reply (asked or served from the cache)."""
+        """Count one reply (asked, served from the cache or shared with an identical request in
+        flight)."""
         with self._lock:
             self.calls += 1
             self.cache_hits += int(reply.cached)

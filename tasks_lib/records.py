@@ -65,7 +65,8 @@ class RunRecord(Frozen):
         default=None, description="USD this execution newly paid (calls served from the call "
         "cache cost nothing new; None = unknown or not a live run).")
     cache_hits: int | None = Field(default=None, description="Model calls served from the call "
-                                   "cache in this execution (None = not a live run).")
+                                   "cache, or shared with an identical request in flight, in this "
+                                   "execution (None = not a live run).")
     sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
     judge_model: str | None = Field(default=None, description="Judge model for S1–S3 "
                                                               "('rules' = offline judge).")

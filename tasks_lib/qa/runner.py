@@ -62,8 +62,9 @@ class QAAnswer(Frozen):
         default=None, description="Why the provider gave no answer after its retries (then "
         "`answer` is None and the item counts as unanswered); None when it answered.")
     cache_hits: int = Field(
-        default=0, description="Calls of the item served from the call cache (no request sent; "
-        "tokens and cost are the original call's).")
+        default=0, description="Calls of the item served from the call cache or shared with "
+        "an identical request in flight (no request sent; tokens and cost are the original "
+        "call's).")
     new_cost_usd: float | None = Field(
         default=None, description="USD this execution newly paid for the item (cache hits are "
         "free); None when unpriced or replayed.")
