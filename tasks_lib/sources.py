@@ -196,7 +196,7 @@ class RWEStudySource(Frozen):
                        "contract and question tree (no answers), relative to the card folder.")
     protocol: str = Field(default="protocol.md", description="Background/objective and methods "
                           "prose, relative to the card folder.")
-    n_patients: int = Field(default=20_000, ge=1000, description="Default EHR size of a build.")
+    n_patients: int = Field(default=20_000, ge=8000, description="Default EHR size of a build.")
 
 
 class GeneratedSource(Frozen):

@@ -2,21 +2,23 @@
 
 * perfect — the private references in the submission layout (validates the evaluator: best score).
 * empty — well-formed but empty outputs: background-only masks, zero images, no boxes, blank text.
-* constant — one value everywhere: label 1, the input's mean, one whole-image box of class 1,
-  ``yes``, one fixed normal report.
-* classical — segmentation: Otsu head mask + 3-class k-means on intensity (darkest → background,
-  then GM, WM); enhancement: total-variation denoising (Chambolle, weight 0.08) for low-dose CT,
-  unsharp masking (radius 2, amount 0.5) for k-space truncation; detection, VQA and
+* constant — one value everywhere: the task's lowest label, the input's mean, one whole-image box
+  of the lowest declared class, ``yes``, one fixed normal report.
+* classical — segmentation: Otsu foreground mask + k-means on intensity with one class per label
+  the task declares plus background (darkest → background, then the labels in ascending order:
+  GM, WM on the brain tissue tasks; a one-label folder pool gets a two-class map); enhancement:
+  total-variation denoising (Chambolle, weight 0.08) for low-dose CT, unsharp masking (radius 2,
+  amount 0.5) for k-space truncation; detection, VQA and
   reports: a blob detector (residual against a 25-px median background; bright components of
-  ≥ 20 px → hyperintensity, dark components of ≥ 60 px → mass, grown by the 1-px rim), whose
-  lesions feed the VQA answer rules and a fixed report template.
+  ≥ 20 px → hyperintensity, dark components of ≥ 60 px → mass, grown by the 1-px rim; on a
+  detection pool, only the classes its task declares), whose lesions feed the VQA answer rules
+  and a fixed report template.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from enum import StrEnum
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,6 +26,7 @@ from numpy.typing import NDArray
 from scipy import ndimage
 
 from tasks_lib.imaging import codecs
+from tasks_lib.imaging.baseline_kind import BaselineKind as BaselineKind
 from tasks_lib.imaging.lesions import Lesion, LesionClass
 from tasks_lib.imaging.reports import describe
 from tasks_lib.imaging.types import CaseEntry, PoolManifest
@@ -31,30 +34,23 @@ from tasks_lib.imaging.vqa_items import answers_for
 from tasks_lib.sources import KSpaceSuperResSource
 from tasks_lib.storage import Storage
 
-
-class BaselineKind(StrEnum):
-    """Baseline submission kinds."""
-
-    PERFECT = "perfect"
-    EMPTY = "empty"
-    CONSTANT = "constant"
-    CLASSICAL = "classical"
-
-
 NORMAL_REPORT = "No focal mass or hyperintensity is identified. Impression: normal study."
 
 
-def kmeans_segmentation(img: NDArray[np.floating]) -> NDArray[np.uint8]:
-    """Otsu foreground, then 3-class k-means on foreground intensities (sorted by centre)."""
+def kmeans_segmentation(img: NDArray[np.floating], labels: Sequence[int] = (1, 2)
+                        ) -> NDArray[np.uint8]:
+    """Otsu foreground, then k-means on foreground intensities with ``len(labels) + 1`` clusters;
+    clusters sorted by centre map to background (0), then ``labels`` in ascending order, so the
+    map holds no value the task does not declare."""
     from skimage.filters import threshold_otsu
     from sklearn.cluster import KMeans
 
+    values = np.asarray([0, *sorted(labels)], dtype=np.uint8)
     otsu: Callable[..., float] = threshold_otsu
     fg = img > otsu(img)
-    km = KMeans(n_clusters=3, n_init=3, random_state=0).fit(img[fg].reshape(-1, 1))
-    order = np.argsort(km.cluster_centers_.ravel())
-    rank = np.empty(3, dtype=np.uint8)
-    rank[order] = np.array([0, 1, 2], dtype=np.uint8)
+    km = KMeans(n_clusters=len(values), n_init=3, random_state=0).fit(img[fg].reshape(-1, 1))
+    rank = np.empty(len(values), dtype=np.uint8)
+    rank[np.argsort(km.cluster_centers_.ravel())] = values
     out = np.zeros(img.shape, dtype=np.uint8)
     out[fg] = rank[km.labels_]
     return out
@@ -121,9 +117,11 @@ def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry
     img = (codecs.nifti_array(codecs.nifti_load(_public(pool, c.image))).astype(np.float64)
            if seg else codecs.npy_load(_public(pool, c.image)).astype(np.float64))
     if seg:
+        labels = m.labels or [1]
         lab = {BaselineKind.EMPTY: np.zeros(img.shape, np.uint8),
-               BaselineKind.CONSTANT: np.ones(img.shape, np.uint8)}.get(kind)
-        return codecs.nifti_bytes(kmeans_segmentation(img) if lab is None else lab, c.spacing)
+               BaselineKind.CONSTANT: np.full(img.shape, min(labels), np.uint8)}.get(kind)
+        return codecs.nifti_bytes(kmeans_segmentation(img, labels) if lab is None else lab,
+                                  c.spacing)
     if kind == BaselineKind.EMPTY:
         return codecs.npy_bytes(np.zeros(img.shape, np.float32))
     if kind == BaselineKind.CONSTANT:
@@ -131,7 +129,8 @@ def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry
     return codecs.npy_bytes(restore(m.task_id, img))
 
 
-def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:
+def _detection_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry) -> bytes:
+    classes = set(m.classes) or {int(v) for v in LesionClass}
     if kind == BaselineKind.PERFECT:
         ref = json.loads(pool.read_bytes(f"private/{c.reference}"))
         obj = {**ref, "scores": [1.0] * len(ref["boxes"])}
@@ -139,10 +138,11 @@ def _detection_case(kind: BaselineKind, pool: Storage, c: CaseEntry) -> bytes:
         obj = {"boxes": [], "labels": [], "scores": []}
     elif kind == BaselineKind.CONSTANT:
         h, w = c.shape
-        obj = {"boxes": [[0.0, 0.0, float(w), float(h)]], "labels": [1], "scores": [1.0]}
+        obj = {"boxes": [[0.0, 0.0, float(w), float(h)]], "labels": [min(classes)],
+               "scores": [1.0]}
     else:
         img = codecs.png_load(_public(pool, c.image))
-        found = detect_blobs(img)
+        found = [les for les in detect_blobs(img) if int(les.label) in classes]
         obj = {"boxes": [les.box for les in found], "labels": [int(les.label) for les in found],
                "scores": [_contrast(img, les) for les in found]}
     return json.dumps(obj).encode()
@@ -193,7 +193,7 @@ def image_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[t
 def boxes_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest) -> list[tuple[str, bytes]]:
     """One boxes JSON per image (detection)."""
     pool = Storage(pool_url)
-    return [(c.output, _detection_case(kind, pool, c)) for c in m.cases]
+    return [(c.output, _detection_case(kind, m, pool, c)) for c in m.cases]
 
 
 def answers_baseline(kind: BaselineKind, pool_url: str, m: PoolManifest

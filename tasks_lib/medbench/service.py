@@ -8,8 +8,9 @@ Bearer <key>``): none or a wrong one → 401. Routes:
 * ``POST /v1/endpoints`` / ``GET /v1/endpoints``: register (list) model endpoints for API mode
   ``{model_name, model_version, model, api_base, api_key}`` (the base must be a public http(s)
   address, the key is stored encrypted and never returned: ``has_api_key``);
-* ``POST /v1/splits``: a new randomized split ``{subset?, seed?}`` → ``{split, items}`` (public
-  items only; charged to items per minute); ``GET /v1/splits/{split_id}/images/{name}``: an
+* ``POST /v1/splits``: a new randomized split ``{subset?, seed?}`` (``subset``:
+  ``active:<subset_id>`` or the bare id) → ``{split, items}`` (public items only; charged to
+  items per minute); ``GET /v1/splits/{split_id}/images/{name}``: an
   image of one of the caller's splits (a multimodal item's ``image`` is ``images/<name>``);
 * ``POST /v1/submissions``: upload predictions (JSONL body; query ``model_version``,
   ``model_name``) → the version-locked submission with its score;
@@ -54,7 +55,7 @@ from tasks_lib.medbench.submissions import (
     store_upload,
     view,
 )
-from tasks_lib.rotation import ACTIVE_PREFIX
+from tasks_lib.rotation import subset_pool
 
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 """Largest predictions body accepted (413 above)."""
@@ -121,9 +122,10 @@ class Endpoint(Frozen):
 class SplitRequest(Frozen):
     """Body of ``POST /v1/splits``."""
 
-    subset: str | None = Field(default=None, max_length=100,
-                               description="Rotation subset id (its active version); None: the "
-                                           "service's default pool.")
+    subset: str | None = Field(default=None, max_length=107,
+                               description="Rotation subset, ``active:<subset_id>`` or the bare "
+                                           "id (its active version); None: the service's "
+                                           "default pool.")
     seed: int | None = Field(default=None, ge=0, lt=2 ** 31,
                              description="Seed of order and permutations (None: random).")
 
@@ -235,7 +237,7 @@ def create_app(score: Scorer, default_pool: str | None = None,
 
     @app.post("/v1/splits", status_code=201)
     def new_split(body: SplitRequest, who: Caller) -> SplitDownload:
-        pool = ACTIVE_PREFIX + accounts.check_name(body.subset) if body.subset else default_pool
+        pool = subset_pool(body.subset) if body.subset else default_pool
         if pool is None:
             raise HTTPException(422, "name a subset: this service has no default pool")
         split = make_split(pool, who.name, body.seed,

@@ -43,7 +43,7 @@ from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import SplitRow, SubmissionRow
 from tasks_lib.medbench.accounts import RateLimited, Submitter, check_name, limits
 from tasks_lib.medbench.items import SUBMISSION_FILE, AnswerType, Prediction, parse_prediction
-from tasks_lib.medbench.splits import SplitEntry, SplitMapping, mapping, split_of
+from tasks_lib.medbench.splits import SplitEntry, mapping, split_of
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
 from tasks_lib.scoring import record_run
 from tasks_lib.tracks.base import kit_for
@@ -52,6 +52,8 @@ MAX_REPORTED = 20
 """Bad lines listed in an upload's error report (all are counted)."""
 MAX_LINES = 200_000
 """Lines an upload may hold (more: refused at the first line past it)."""
+MAX_SPLIT_LOOKUPS = 20
+"""Split ids (those named by most lines) looked up in the ledger to find an upload's split."""
 _LETTER = re.compile(r"(?<![A-Za-z])[A-Za-z](?![A-Za-z])")
 
 
@@ -128,22 +130,33 @@ def _to_pool(pred: Prediction, entry: SplitEntry) -> Prediction:
     return Prediction(item_id=entry.item_id, answer=answer, error=pred.error)
 
 
+def _candidates(lines: list[tuple[int, Prediction]]) -> list[str]:
+    """Split ids named by the item ids, most lines first (ties: the earliest line first)."""
+    counts: dict[str, int] = {}
+    for _, p in lines:
+        sid = split_of(p.item_id)
+        counts[sid] = counts.get(sid, 0) + 1
+    return sorted((s for s in counts if s), key=lambda s: -counts[s])[:MAX_SPLIT_LOOKUPS]
+
+
 def _split_for(lines: list[tuple[int, Prediction]], source: str, submitter: str,
-               now: float) -> SplitRow:
-    ids = {split_of(p.item_id) for _, p in lines}
-    counts = {s: sum(split_of(p.item_id) == s for _, p in lines) for s in ids}
-    sid = max(sorted(counts), key=lambda s: counts[s])
-    row = ledger.get_split(sid) if sid else None
+               now: float) -> SplitRow | None:
+    """The downloaded split the upload answers: of the split ids its item ids name, the one
+    named by most lines that the ledger holds (None: none is; every line is then reported).
+
+    Raises:
+        UploadRejected: that split is another submitter's or has expired (the file as a whole).
+    """
+    row = next((r for sid in _candidates(lines) if (r := ledger.get_split(sid)) is not None),
+               None)
     if row is None:
-        raise UploadRejected(source, [LineError(line=None, reason=(
-            "its item ids belong to no downloaded split (download one with medflows medbench "
-            "download)"))], 1)
+        return None
     if row.submitter is not None and row.submitter != submitter:
         raise UploadRejected(source, [LineError(line=None, reason=(
-            f"split {sid} was downloaded by another submitter"))], 1)
+            f"split {row.split_id} was downloaded by another submitter"))], 1)
     if now > row.expires_at:
         raise UploadRejected(source, [LineError(line=None, reason=(
-            f"split {sid} expired; download a new one"))], 1)
+            f"split {row.split_id} expired; download a new one"))], 1)
     return row
 
 
@@ -179,20 +192,22 @@ def _parse(text: bytes, source: str) -> tuple[list[tuple[int, Prediction]], list
     return good, errors
 
 
-def _line_errors(lines: list[tuple[int, Prediction]], entries: SplitMapping,
-                 split_id: str) -> list[LineError]:
+def _line_errors(lines: list[tuple[int, Prediction]], split: SplitRow | None
+                 ) -> list[LineError]:
+    """Every line whose item id repeats, is not an item of ``split`` (None: no downloaded split
+    holds any of them) or whose answer has the wrong shape for its item."""
+    entries = mapping(split).entries if split is not None else {}
+    sid = split.split_id if split is not None else ""
     errors: list[LineError] = []
     seen: dict[str, int] = {}
     for n, pred in lines:
-        entry = entries.entries.get(pred.item_id)
+        entry = entries.get(pred.item_id)
         if pred.item_id in seen:
             errors.append(LineError(line=n, reason=f"item_id {pred.item_id!r} repeats line "
                                                    f"{seen[pred.item_id]}"))
         elif entry is None:
-            where = "another split" if split_of(pred.item_id) not in ("", split_id) else \
-                f"split {split_id}"
-            errors.append(LineError(line=n, reason=f"item_id {pred.item_id!r} is not an item "
-                                                   f"of {where}"))
+            errors.append(LineError(line=n, reason=f"item_id {pred.item_id!r} "
+                                                   f"{_not_in(split_of(pred.item_id), sid)}"))
         elif (why := _shape_error(pred.answer, entry.answer_type)) is not None:
             errors.append(LineError(line=n, reason=f"answer: {entry.answer_type.value} "
                                                    f"answer {why}"))
@@ -200,16 +215,25 @@ def _line_errors(lines: list[tuple[int, Prediction]], entries: SplitMapping,
     return errors
 
 
+def _not_in(named: str, split_id: str) -> str:
+    if not split_id:
+        return ("belongs to no downloaded split (download one with medflows medbench "
+                "download)")
+    if named in ("", split_id):
+        return f"is not an item of split {split_id}"
+    return f"is not an item of split {split_id} (it names another split)"
+
+
 def check_upload(text: bytes, source: str, submitter: str, now: float | None = None) -> Checked:
     """Validate every line of an upload against its split; raises :class:`UploadRejected`
-    (nothing written) or returns the predictions mapped to pool item ids and letters."""
+    (nothing written; every bad line counted, the first :data:`MAX_REPORTED` listed) or
+    returns the predictions mapped to pool item ids and letters."""
     now = time.time() if now is None else now
     lines, errors = _parse(text, source)
     if not lines and not errors:
         raise UploadRejected(source, [LineError(line=None, reason="no predictions")], 1)
-    split = _split_for(lines, source, submitter, now) if lines else None
-    if split is not None:
-        errors += _line_errors(lines, mapping(split), split.split_id)
+    split = _split_for(lines, source, submitter, now)
+    errors += _line_errors(lines, split)
     if errors or split is None:
         errors.sort(key=lambda e: e.line or 0)
         raise UploadRejected(source, errors[:MAX_REPORTED], len(errors))

@@ -15,10 +15,13 @@ from tasks_lib.rotation.subsets import (
     SUBSET_FILE,
     activate_subset,
     active_subset,
+    check_subset_id,
     resolve_pool,
     subset_markdown,
+    subset_pool,
 )
 from tasks_lib.rotation.types import ParentPool, SubsetManifest
 
 __all__ = ["ACTIVE_PREFIX", "SUBSET_FILE", "ParentPool", "SubsetManifest", "activate_subset",
-           "active_subset", "allocate", "quarter_seed", "resolve_pool", "subset_markdown"]
+           "active_subset", "allocate", "check_subset_id", "quarter_seed", "resolve_pool",
+           "subset_markdown", "subset_pool"]

@@ -11,6 +11,7 @@ so the same parents, seed, size and strata give the same version.
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -36,6 +37,8 @@ ACTIVE_PREFIX = "active:"
 """``active:<subset_id>`` names the active version of a rotation subset wherever a pool is asked
 for (execute, score, report): a scheduled deployment always evaluates the current quarter's
 subset."""
+SUBSET_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
+"""A subset id a request may name (letters, digits, ``._-``; no path separator)."""
 PUBLISHED = ("pool", "subset")
 """Ledger kinds of published versions (a reserved one is not drawn from)."""
 
@@ -59,20 +62,25 @@ def _published(ref: str) -> PoolRow:
     rows = [r for r in store.pools(pool_id=pool_id) if r.kind in PUBLISHED
             and (not version or f"v{r.version}" == version or str(r.version) == version)]
     if not rows:
-        raise InputDataError(ref, "no such pool version in the ledger")
+        raise InputDataError(ref, "no such pool version in the ledger (name a published pool "
+                                  "by its id: ID or ID@vN)")
     return max(rows, key=lambda r: r.version)
 
 
 @task(name="resolve-parents", task_run_name="resolve-parents")
-def resolve_parents(pools: list[str]) -> Parents:
+def resolve_parents(pools: list[str], track: str | None = None) -> Parents:
     """``ID`` (newest published version) or ``ID@vN`` → the parent versions, checked to be of
-    one track and to hold the content the ledger recorded."""
+    one track (``track``, when the caller rotates only that track's pools) and to hold the
+    content the ledger recorded."""
     if not pools:
         raise InputDataError("--pools", "name at least one parent pool")
     rows = [_published(ref) for ref in pools]
     tracks = sorted({r.track for r in rows})
     if len(tracks) != 1:
         raise InputDataError("--pools", f"name pools of one track (got {', '.join(tracks)})")
+    if track is not None and tracks != [track]:
+        raise InputDataError(pools[0], f"is a {tracks[0]} pool, not a {track} pool (any "
+                                       "track's pools rotate with medflows pool rotate)")
     out = [ParentPool(pool_id=r.pool_id, version=r.version, content_hash=r.content_hash,
                       url=r.manifest_url.rsplit("/", 1)[0]) for r in rows]
     for p in out:
@@ -155,8 +163,34 @@ def activate_subset(subset: SubsetManifest) -> ActivePointer:
     return pointer
 
 
+def check_subset_id(subset_id: str, field: str = "--subset-id") -> str:
+    """``subset_id`` if it is a valid subset name (it becomes a folder under ``subsets/``).
+
+    Raises:
+        InputDataError: empty, or characters outside :data:`SUBSET_ID` (names ``field``; the
+            value is not echoed past 40 characters).
+    """
+    if not SUBSET_ID.fullmatch(subset_id):
+        shown = repr(subset_id[:40]) + ("…" if len(subset_id) > 40 else "")
+        raise InputDataError(field, f"invalid subset id {shown} (letters, digits, '._-', at "
+                                    "most 100 characters, starting with a letter or digit)")
+    return subset_id
+
+
+def subset_pool(value: str, field: str = "subset") -> str:
+    """``active:<subset_id>`` for a subset named as ``active:<subset_id>`` (the documented form)
+    or as the bare id.
+
+    Raises:
+        InputDataError: the id is not valid (:func:`check_subset_id`; names ``field``).
+    """
+    return ACTIVE_PREFIX + check_subset_id(value.removeprefix(ACTIVE_PREFIX), field)
+
+
 def active_subset(subset_id: str) -> SubsetManifest:
-    """The active version of ``subset_id`` (fails with a clear message if none is active)."""
+    """The active version of ``subset_id`` (fails with a clear message if the id is not a name
+    or no version is active)."""
+    check_subset_id(subset_id, "subset")
     root = Storage.from_settings()
     key = f"subsets/{subset_id}/{ACTIVE_FILE}"
     if not root.exists(key):

@@ -25,6 +25,7 @@ from tasks_lib.rwe.types import (
     POOL_FILES,
     FieldAnswer,
     FieldType,
+    RejectedSeed,
     RWEPoolManifest,
     SchemaNames,
     Study,
@@ -115,8 +116,11 @@ def scored_outcomes(study: Study, values: dict[str, float]) -> dict[str, int | b
     return out
 
 
-def trap_panel(study: Study, gold: AnalysisResult, db: StudyDB) -> list[TrapOutcome]:
-    """Run every trap of ``study``; raise :class:`TrapPanelError` if one flips nothing."""
+def trap_panel(study: Study, gold: AnalysisResult, db: StudyDB,
+               strict: bool = True) -> list[TrapOutcome]:
+    """Run every trap of ``study``; if one flips nothing, raise :class:`TrapPanelError`
+    (``strict``) or record it with no flipped field (the construct flow judges the panel of
+    every study at once and may re-seed)."""
     want = scored_outcomes(study, gold.values)
     outcomes = []
     for name, fn in ANALYSES.get(study.analysis).traps.items():
@@ -125,7 +129,7 @@ def trap_panel(study: Study, gold: AnalysisResult, db: StudyDB) -> list[TrapOutc
         flipped = [k for k in want if got[k] != want[k]]
         outcomes.append(TrapOutcome(study_id=study.study_id, trap=name, flipped=flipped,
                                     values={k: float(v) for k, v in values.items()}))
-        if not flipped:
+        if strict and not flipped:
             raise TrapPanelError(f"study {study.study_id}", f"trap {name!r} flips no scored "
                                  f"field (gold {want}); the study does not discriminate")
     return outcomes
@@ -155,11 +159,12 @@ class StudyBuild(NamedTuple):
     variants: list[VariantOutcome]
 
 
-def build_study(study: Study, db: StudyDB) -> StudyBuild:
-    """Reference analysis → answers → trap panel → variant panel for one study."""
+def build_study(study: Study, db: StudyDB, strict: bool = True) -> StudyBuild:
+    """Reference analysis → answers → trap panel (``strict``: see :func:`trap_panel`) →
+    variant panel for one study."""
     gold = ANALYSES.get(study.analysis).reference(db)
     answers = reference_answers(study, gold)
-    traps = trap_panel(study, gold, db)
+    traps = trap_panel(study, gold, db, strict)
     buf = io.StringIO()
     gold.cohort.to_csv(buf, index=False, lineterminator="\n")
     return StudyBuild(study, answers, buf.getvalue().encode(), traps,
@@ -180,17 +185,21 @@ def pool_files(ehr_hash: str, builds: list[StudyBuild]) -> PoolFiles:
 
 
 def write_pool(pool_id: str, out: str | None, seed: int, n_patients: int, loaded: LoadedEHR,
-               schemas: SchemaNames, builds: list[StudyBuild]) -> tuple[str, RWEPoolManifest]:
+               schemas: SchemaNames, builds: list[StudyBuild],
+               rejected: list[RejectedSeed] | None = None) -> tuple[str, RWEPoolManifest]:
     """Write public studies, private answers and cohorts, the panels and the manifest as the
     version of this content (:func:`tasks_lib.pool_publish.write_version`: ``out`` or
-    ``pools/<pool_id>/vN``); returns its root URL and manifest."""
+    ``pools/<pool_id>/vN``; ``seed`` is the EHR's, after the ``rejected`` ones); returns its
+    root URL and manifest."""
     studies = [b.study.study_id for b in builds]
 
     def manifest(version: int, digest: str) -> RWEPoolManifest:
         return RWEPoolManifest(
             pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
             cards=studies, ehr_hash=loaded.content_hash, table_hashes=loaded.table_hashes,
-            seed=seed, n_patients=n_patients, database=loaded.database, schemas=schemas,
+            seed=seed, requested_seed=rejected[0].seed if rejected else None,
+            rejected_seeds=rejected or [], n_patients=n_patients, database=loaded.database,
+            schemas=schemas,
             studies=studies, files=POOL_FILES)
 
     return write_version(pool_id, pool_files(loaded.content_hash, builds), manifest, out)

@@ -6,20 +6,28 @@ audit, then the ledger)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from prefect import get_run_logger, task
 from pydantic import Field
 from sqlalchemy.engine import make_url
 
 from evaluators.core import Frozen, InputDataError
-from tasks_lib.rwe import build
+from tasks_lib.rwe import build, load
 from tasks_lib.rwe.analysis_base import StudyDB
 from tasks_lib.rwe.studies import load_studies
-from tasks_lib.rwe.types import RWEPoolManifest, SchemaNames, Study
+from tasks_lib.rwe.types import RejectedSeed, RWEPoolManifest, SchemaNames, Study
 
 if TYPE_CHECKING:
     from tasks_lib.tracks.base import BuildRequest
+
+MIN_PATIENTS = 8_000
+"""Smallest EHR a build accepts: below it the first EHR of a seed passes every trap panel on at
+most half the seeds (some planted effects are not significant; measured: docs/rwe.md)."""
+RESEED_ATTEMPTS = 6
+"""Generator seeds a build tries before it fails (spec §9.3 item 4: re-seed, bounded)."""
+RESEED_STRIDE = 1_000_000
+"""Attempt ``k`` uses seed ``seed + k·RESEED_STRIDE`` (deterministic: same request, same EHR)."""
 
 
 class PublishedRWEPool(Frozen):
@@ -75,39 +83,56 @@ def generate_load(seed: int, n_patients: int) -> build.LoadedEHR:
 
 @task(name="rwe-analyse", task_run_name="rwe-analyse-{study.study_id}")
 def analyse_study(study: Study, database: str) -> build.StudyBuild:
-    """Reference analysis, answers and trap panel of one study (on the EHR's ``database``)."""
-    return build.build_study(study, StudyDB(database_url(database)))
+    """Reference analysis, answers and trap panel of one study (on the EHR's ``database``; a
+    trap that flips nothing is recorded, and judged by :func:`panel_problems`)."""
+    return build.build_study(study, StudyDB(database_url(database)), strict=False)
+
+
+@task(name="rwe-reject-seed", task_run_name="rwe-reject-seed{rejected.seed}")
+def reject_seed(rejected: RejectedSeed, loaded: build.LoadedEHR) -> None:
+    """Log why the EHR of a seed was rejected and drop its database if this build loaded it
+    (one that already existed is kept: another pool may use it)."""
+    get_run_logger().warning("seed %d rejected: %s (rule: %s)", rejected.seed,
+                             "; ".join(rejected.problems), PANEL_RULE)
+    if not loaded.reused:
+        load.drop_database(resolve_database(None), loaded.database)
 
 
 @task(name="rwe-publish")
-def publish(pool_id: str, out: str | None, seed: int, n_patients: int,
-            loaded: build.LoadedEHR, builds: list[build.StudyBuild],
+def publish(pool_id: str, out: str | None, ehr: EHRBuild, n_patients: int,
             timings: tuple[float, float, float]) -> PublishedRWEPool:
     """Write the pool version (version from the ledger: same content ⇒ same version; the shared
     tail, :func:`tasks_lib.pool_publish.publish_version`, audits and ledgers it)."""
-    url, manifest = build.write_pool(pool_id, out, seed, n_patients, loaded, SchemaNames(),
-                                     builds)
+    url, manifest = build.write_pool(pool_id, out, ehr.seed, n_patients, ehr.loaded,
+                                     SchemaNames(), ehr.builds, ehr.rejected)
     return PublishedRWEPool(url=url, manifest=manifest, generate_s=timings[0],
                             load_s=timings[1], analyse_s=timings[2],
-                            database_reused=loaded.reused)
+                            database_reused=ehr.loaded.reused)
+
+
+PANEL_RULE = ("every study has a trap panel and each trap flips a scored field; build with "
+              "more patients, another --seed, or fix the study card")
+
+
+def panel_problems(builds: list[build.StudyBuild]) -> list[str]:
+    """What makes a set of study builds an invalid pool: a study without traps, a trap that
+    flips no scored field (the pool could not tell a careless analysis from the protocol's)."""
+    bad = [f"{b.study.study_id}: no trap analysis" for b in builds if not b.traps]
+    return bad + [f"{t.study_id}: trap {t.trap} flips nothing" for b in builds
+                  for t in b.traps if not t.flipped]
 
 
 @task(name="rwe-validate")
 def validate(builds: list[build.StudyBuild]) -> None:
-    """The pool's construction validity, before it is written: every study has a trap panel
-    and each trap flips a scored field (else the pool cannot tell a careless analysis from the
-    protocol's); other valid analyses (variants) that flip a scored field are warned about.
+    """The pool's construction validity, before it is written (:func:`panel_problems`); other
+    valid analyses (variants) that flip a scored field are warned about.
 
     Raises:
         InputDataError: a study without traps or with a trap that flips nothing (names each).
     """
-    bad = [f"{b.study.study_id}: no trap analysis" for b in builds if not b.traps]
-    bad += [f"{t.study_id}: trap {t.trap} flips nothing" for b in builds for t in b.traps
-            if not t.flipped]
+    bad = panel_problems(builds)
     if bad:
-        raise InputDataError("trap panel", "; ".join(bad) + " (rule: every study has a trap "
-                             "panel and each trap flips a scored field; build with more "
-                             "patients or fix the study card)")
+        raise InputDataError("trap panel", "; ".join(bad) + f" (rule: {PANEL_RULE})")
     variants = [v for b in builds for v in b.variants]
     flipped = [f"{v.study_id}: variant {v.variant} flips {', '.join(v.flipped)}"
                for v in variants if v.flipped]
@@ -122,22 +147,65 @@ def now() -> float:
     return time.perf_counter()
 
 
+def attempt_seeds(seed: int) -> list[int]:
+    """The generator seeds a build tries, in order: ``seed``, then ``seed + k·RESEED_STRIDE``."""
+    return [seed + k * RESEED_STRIDE for k in range(RESEED_ATTEMPTS)]
+
+
+class EHRBuild(NamedTuple):
+    """The EHR a build kept, its study builds, and the seeds rejected before it."""
+
+    seed: int
+    loaded: build.LoadedEHR
+    builds: list[build.StudyBuild]
+    rejected: list[RejectedSeed]
+
+
+def build_ehr(seed: int, n_patients: int, cards: list[Study]) -> tuple[EHRBuild, list[float]]:
+    """Generate, load and analyse the EHR of each of :func:`attempt_seeds` until every study's
+    trap panel is valid (spec §9.3: re-seed, bounded, recorded); the databases of rejected
+    EHRs are dropped. Returns the kept EHR and the seconds spent generating, loading and
+    analysing (over all attempts).
+
+    Raises:
+        InputDataError: no attempt gave a valid panel (names every seed and problem).
+    """
+    rejected: list[RejectedSeed] = []
+    spent = [0.0, 0.0, 0.0]
+    for ehr_seed in attempt_seeds(seed):
+        loaded = generate_load(ehr_seed, n_patients)
+        start = now()
+        builds = [analyse_study(s, loaded.database) for s in cards]
+        spent = [spent[0] + loaded.generate_s, spent[1] + loaded.load_s,
+                 spent[2] + now() - start]
+        problems = panel_problems(builds)
+        if not problems:
+            return EHRBuild(ehr_seed, loaded, builds, rejected), spent
+        rejected.append(RejectedSeed(seed=ehr_seed, problems=problems))
+        reject_seed(rejected[-1], loaded)
+    raise InputDataError("trap panel", f"{len(rejected)} seeds tried with {n_patients} "
+                         "patients, none discriminates: " + "; ".join(
+                             f"seed {r.seed}: {', '.join(r.problems)}" for r in rejected)
+                         + f" (rule: {PANEL_RULE})")
+
+
 def build_pool(request: BuildRequest) -> PublishedRWEPool:
     """Generate the synthetic EHR for ``request.seed`` (default 0; ``options["n_patients"]``
-    patients, default 20,000), load it into its own database on the study server, compute
-    every study's reference answers and trap panel (validated) and write vN, named
-    ``request.pool_id`` (default ``rwe-synthetic``); returns the version with what each part
-    cost (the RWE kit's build)."""
+    patients, default 20,000, at least :data:`MIN_PATIENTS`), load it into its own database on
+    the study server, compute every study's reference answers and trap panel (re-seeding when a
+    trap flips nothing: :func:`build_ehr`) and write vN, named ``request.pool_id`` (default
+    ``rwe-synthetic``); returns the version with what each part cost (the RWE kit's build)."""
     unknown = sorted(set(request.options) - {"n_patients"})
     n_patients = request.option("n_patients", 20_000)
     if unknown or not isinstance(n_patients, int) or isinstance(n_patients, bool):
         raise InputDataError("options", "the rwe kit takes one build option, n_patients "
                                         "(an integer)")
-    seed = request.seed or 0
+    if n_patients < MIN_PATIENTS:
+        raise InputDataError("n_patients", f"{n_patients}: build with at least {MIN_PATIENTS:,} "
+                             "patients (fewer leave some studies' planted effects "
+                             "undetectable, so their traps cannot be told from the protocol)")
     cards = load_cards(request.tasks or None)
-    loaded = generate_load(seed, n_patients)
-    start = now()
-    builds = [analyse_study(s, loaded.database) for s in cards]
-    validate(builds)
-    return publish(request.pool_id or "rwe-synthetic", request.out, seed, n_patients, loaded,
-                   builds, (loaded.generate_s, loaded.load_s, now() - start))
+    ehr, spent = build_ehr(request.seed or 0, n_patients, cards)
+    validate(ehr.builds)
+    return publish(request.pool_id or "rwe-synthetic", request.out, ehr, n_patients,
+                   (spent[0], spent[1], spent[2]))

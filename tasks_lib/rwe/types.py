@@ -305,6 +305,14 @@ class VariantOutcome(Frozen):
     values: dict[str, float] = Field(description="Field values the variant produced.")
 
 
+class RejectedSeed(Frozen):
+    """A generator seed the build tried and left: some trap flipped no scored field on its EHR
+    (spec §9.3: re-seed, bounded, and record it)."""
+
+    seed: int = Field(description="The rejected generator seed.")
+    problems: list[str] = Field(description="``<study>: trap <name> flips nothing`` per trap.")
+
+
 class RWEPoolManifest(PoolHeader):
     """``manifest.json`` of a published RWE study pool: the shared header (``cards`` are its
     study ids; the content hash covers the EHR hash too) and the RWE body."""
@@ -315,7 +323,11 @@ class RWEPoolManifest(PoolHeader):
     ehr_hash: str = Field(default="", description="sha256 of the generated EHR tables "
                           "(canonical CSVs; same seed and size => same hash).")
     table_hashes: dict[str, str] = Field(description="Schema-qualified table → sha256 of its CSV.")
-    seed: int = Field(description="Generator seed.")
+    seed: int = Field(description="Generator seed of the EHR (same seed and size => same EHR).")
+    requested_seed: int | None = Field(default=None, description="The seed asked for, when the "
+                                       "build had to re-seed (None: ``seed`` is the one asked).")
+    rejected_seeds: list[RejectedSeed] = Field(default_factory=list, description="Seeds tried "
+                                               "before ``seed``, in order, and why each failed.")
     n_patients: int = Field(description="Patients generated.")
     database: str = Field(description="Database name the EHR was loaded into (no credentials).")
     schemas: SchemaNames = Field(description="Schema names in that database.")
