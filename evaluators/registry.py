@@ -28,11 +28,30 @@ class Registry(Generic[T]):
 
     Entries are added explicitly (decorator or :meth:`add`), never by scanning folders or import
     strings. Looking up an unknown name raises :class:`UnknownNameError` listing the known names.
+    A registry whose entries live in many modules may name the one function that imports them
+    all (:meth:`load_with`): it runs once, at the first lookup, so importing the registry stays
+    cheap for code that never looks anything up (the command line's ``--help``).
     """
 
     def __init__(self, kind: str) -> None:
         self.kind = kind
         self._entries: dict[str, T] = {}
+        self._loader: Callable[[], object] | None = None
+
+    def load_with(self, loader: Callable[[], object]) -> None:
+        """Run ``loader`` (which imports the modules that register the entries) before the
+        first lookup; :meth:`add` never runs it."""
+        self._loader = loader
+
+    def _loaded(self) -> dict[str, T]:
+        loader, self._loader = self._loader, None
+        if loader is not None:
+            try:
+                loader()
+            except BaseException:
+                self._loader = loader
+                raise
+        return self._entries
 
     def add(self, name: str, entry: T) -> T:
         """Register ``entry`` under ``name``; registering a name twice is a bug."""
@@ -52,19 +71,19 @@ class Registry(Generic[T]):
     def get(self, name: str) -> T:
         """Return the entry called ``name`` or fail with the list of known names."""
         try:
-            return self._entries[name]
+            return self._loaded()[name]
         except KeyError:
             raise UnknownNameError(self.kind, name, self.names()) from None
 
     def names(self) -> list[str]:
         """Registered names in registration order."""
-        return list(self._entries)
+        return list(self._loaded())
 
     def __contains__(self, name: object) -> bool:
-        return name in self._entries
+        return name in self._loaded()
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._entries)
+        return iter(self._loaded())
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self._loaded())

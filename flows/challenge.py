@@ -12,11 +12,14 @@ from pydantic import Field
 
 from evaluators.judges.capability import RunCapability
 from evaluators.rounding import round_half_up
+from flows import compose
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.challenge.grade import GradeReport, grade_step
 from tasks_lib.challenge.judge import judge_run_step
 from tasks_lib.challenge.rank import BenchmarkReport, ChallengeResult, RankReport, rank_benchmark
 from tasks_lib.domain import Frozen, Track
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 class ChallengeGrade(Frozen):

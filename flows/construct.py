@@ -9,6 +9,7 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from flows import compose
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.domain import SelectionRule, Track
 from tasks_lib.pool_publish import publish_version
@@ -16,6 +17,8 @@ from tasks_lib.qa.summary import manifest_markdown
 from tasks_lib.qa.types import PoolManifest as QAManifest
 from tasks_lib.qa.types import PublishedPool
 from tasks_lib.tracks.base import BuildRequest, BuiltPool, OptionValue, kit_for, task_track
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 def _run_name() -> str:

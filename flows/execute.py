@@ -6,6 +6,7 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
+from flows import compose
 from flows.score import score_runs
 from tasks_lib.agents import Harness, load_catalog
 from tasks_lib.artifacts import artifact_key
@@ -29,6 +30,8 @@ from tasks_lib.rotation import resolve_pool
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
 from tasks_lib.tracks.base import kit_for
+
+compose()  # every kit registered, also when a deployment loads this module
 
 CELL_HARNESSES = frozenset({Harness.SCRIPTED, Harness.TOOL_LOOP})
 """Agents that work in a sandbox on a task card (research cells), not on items."""

@@ -6,11 +6,14 @@ from __future__ import annotations
 from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 
+from flows import compose
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.domain import Track
 from tasks_lib.medbench import steps
 from tasks_lib.pool_publish import publish_version
 from tasks_lib.records import RunRecord
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 @flow(name="construct-medbench", flow_run_name="construct-{pool_id}", log_prints=True)
@@ -48,7 +51,7 @@ def rotate_medbench(pool: str = "medbench-bank", size: int = 60, seed: int | Non
     from flows.rotate import rotate_pool
 
     return rotate_pool(pools=[pool], size=size, seed=seed, subset_id=subset_id,
-                       activate=activate).url
+                       activate=activate, track="medbench").url
 
 
 @flow(name="execute-medbench", flow_run_name="execute-medbench", log_prints=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 from prefect import flow
 from pydantic import Field
 
+from flows import compose
 from flows.construct import construct_qa
 from flows.execute import execute_qa
 from flows.report import report_qa
@@ -12,6 +13,8 @@ from flows.score import score_qa
 from tasks_lib.domain import Frozen
 from tasks_lib.qa.ingest import default_source
 from tasks_lib.report import ReportFiles
+
+compose()  # every kit registered, also when a deployment loads this module
 
 HARD_MODELS = [
     "gpt-4o-mini", "gpt-4o", "o1-mini", "o3-mini", "QwQ-32B-Preview", "DeepSeek-R1",

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows import compose
 from tasks_lib.report import (
     ReportFiles,
     leaderboard,
@@ -15,6 +16,8 @@ from tasks_lib.report import (
     write_report,
 )
 from tasks_lib.scoring import select_runs
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 @flow(name="report", flow_run_name="report", log_prints=True)

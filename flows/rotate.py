@@ -11,10 +11,13 @@ from prefect import flow
 from prefect.artifacts import create_markdown_artifact
 from prefect.runtime import flow_run
 
+from flows import compose
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.rotation import SubsetManifest, activate_subset, quarter_seed, subset_markdown
 from tasks_lib.rotation.subsets import draw_subset, publish_subset, resolve_parents, strata_fields
 from tasks_lib.rotation.types import SubsetRequest
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 def _run_name() -> str:
@@ -31,6 +34,7 @@ def rotate_pool(
     subset_id: str | None = None,
     stratify_by: list[str] | None = None,
     activate: bool = True,
+    track: str | None = None,
 ) -> SubsetManifest:
     """Draw an evaluation subset from pools (``ID`` or ``ID@vN``, one track) and make it the
     active one.
@@ -39,11 +43,16 @@ def rotate_pool(
     design; imaging and challenge: one stratum); the subset id defaults to
     ``<track>-rotation``. Without a seed, the seed is the quarter of the scheduled start
     (``YYYYQ``), so each quarterly run draws a fresh subset while a re-run of the same quarter
-    gives the identical one.
+    gives the identical one. ``track``: the parents must be of that track (an alias such as
+    ``medbench rotate``). A bad subset id or parent fails before anything is written.
     """
+    from tasks_lib.rotation.subsets import check_subset_id
+
+    if subset_id is not None:
+        check_subset_id(subset_id)
     when = flow_run.scheduled_start_time or datetime.now(UTC)
     seed = quarter_seed(when.date()) if seed is None else seed
-    parents = resolve_parents(pools)
+    parents = resolve_parents(pools, track)
     fields = strata_fields(parents.track, stratify_by)
     drawn = draw_subset(parents, fields, size, seed)
     request = SubsetRequest(subset_id=subset_id or f"{parents.track}-rotation", seed=seed,

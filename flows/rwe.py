@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from prefect import flow
 
+from flows import compose
 from tasks_lib.pool_publish import publish_version
 from tasks_lib.rwe.construct_steps import PublishedRWEPool
+
+compose()  # every kit registered, also when a deployment loads this module
 
 
 @flow(name="construct-rwe", flow_run_name="construct-rwe-{pool_id}", log_prints=True)

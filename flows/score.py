@@ -10,10 +10,13 @@ from __future__ import annotations
 
 from prefect import flow, task
 
+from flows import compose
 from tasks_lib.caching import IO_RETRIES
 from tasks_lib.errors import InputDataError
 from tasks_lib.records import ScoreCard
 from tasks_lib.scoring import chunks, is_scorable, score_chunk, select_runs
+
+compose()  # every kit registered, also when a deployment loads this module
 
 CHUNK = 64
 """Runs per scoring step."""

@@ -2,15 +2,7 @@
 
 from __future__ import annotations
 
-from enum import StrEnum
-
 from evaluators.core import Frozen, RunStatus, Stage, Tier, Track
+from tasks_lib.selection import SelectionRule
 
 __all__ = ["Frozen", "RunStatus", "SelectionRule", "Stage", "Tier", "Track"]
-
-
-class SelectionRule(StrEnum):
-    """How hard items are chosen per dataset."""
-
-    FIRST = "first"
-    STRATIFIED = "stratified"

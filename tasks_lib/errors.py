@@ -1,5 +1,6 @@
-"""The two failure classes (ARCHITECTURE §6); defined in :mod:`evaluators.core`."""
+"""The two failure classes (ARCHITECTURE §6); defined in :mod:`evaluators.vocabulary` (as
+:mod:`evaluators.core` exports them), which imports no library."""
 
-from evaluators.core import InputDataError, InvalidSubmissionError
+from evaluators.vocabulary import InputDataError, InvalidSubmissionError
 
 __all__ = ["InputDataError", "InvalidSubmissionError"]

@@ -1,4 +1,9 @@
-"""Prefect settings medflows runs its flows with from the command line.
+"""Prefect settings medflows runs its flows with from the command line, and where Prefect's
+console output goes.
+
+Nothing here imports Prefect: each adjustment is applied right after the Prefect module it
+concerns is imported (:func:`after_import`), so a command that runs no flow (``--help``,
+``runs list``, ``report``) never pays for Prefect.
 
 Prefect 3.8 sends flow-run heartbeats from a thread that sleeps in one-second steps; joining it
 costs about a second at the end of every flow run (a flow with one trivial step: 1.1 s with
@@ -14,38 +19,115 @@ hook) would outlive a CLI that is killed (``kill -9``, OOM killer): no ``atexit`
 therefore launches it through a watchdog (:data:`PARENT_WATCHDOG`) that stops the server as soon
 as its parent process is gone. ``PR_SET_PDEATHSIG`` is not used: it fires when the *thread* that
 started the child exits, and Prefect may start the server from a short-lived worker thread.
+
+A command's console stays for its answer (ARCHITECTURE §6: a failure is one ``error:`` line):
+:func:`route_console_logs` sends what Prefect would print on the console — flow and step logs, the
+traceback of a failed step, the temporary server's own output and its shutdown noise — to a
+:class:`ConsoleLog` file, keeping only the warnings of flows and steps on stderr.
 """
 
 from __future__ import annotations
 
 import importlib.abc
 import importlib.machinery
+import logging
 import os
 import subprocess
 import sys
 import threading
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+import time
+import traceback
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import ExitStack, contextmanager
 from importlib.machinery import ModuleSpec
+from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import IO, Any
 
-from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+Hook = Callable[[ModuleType], None]
+"""Called with a module right after it is imported."""
+_HOOKS: dict[str, list[Hook]] = {}
+_HOOK_LOCK = threading.RLock()
 
-from tasks_lib.settings import get_settings
+
+class _AfterImport(importlib.abc.MetaPathFinder):
+    """Runs the :data:`_HOOKS` of a module right after the module's code has run."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None,
+                  target: ModuleType | None = None) -> ModuleSpec | None:
+        if not _HOOKS.get(fullname):
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
+        loader = spec.loader if spec is not None else None
+        if loader is None:
+            return spec
+        exec_module = loader.exec_module
+
+        def exec_then_hooks(module: ModuleType) -> None:
+            exec_module(module)
+            with _HOOK_LOCK:
+                hooks = _HOOKS.pop(fullname, [])
+            for hook in hooks:
+                hook(module)
+
+        loader.exec_module = exec_then_hooks  # type: ignore[method-assign]
+        return spec
+
+
+def after_import(name: str, hook: Hook) -> Callable[[], None]:
+    """Call ``hook(module)`` once module ``name`` is imported: now if it is, else right after
+    its import (importing it eagerly would cost every command its import time).
+
+    Returns:
+        A function that cancels the hook if it has not run yet (registering the same hook twice
+        while it waits is one registration).
+    """
+    with _HOOK_LOCK:
+        module = sys.modules.get(name)
+        if module is None:
+            waiting = _HOOKS.setdefault(name, [])
+            if hook not in waiting:
+                waiting.append(hook)
+            if not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+                sys.meta_path.insert(0, _AfterImport())
+
+            def cancel() -> None:
+                with _HOOK_LOCK:
+                    if hook in _HOOKS.get(name, []):
+                        _HOOKS[name].remove(hook)
+
+            return cancel
+    hook(module)
+    return lambda: None
 
 
 @contextmanager
 def cli_flow_settings() -> Iterator[None]:
     """Run the enclosed flows with medflows' heartbeat setting; a temporary Prefect server they
-    start dies with this process (see the module docstring)."""
+    start dies with this process (see the module docstring). Applied when Prefect is imported
+    (now, if it is); a command that never imports Prefect is not slowed down."""
     bind_temporary_server_to_process()
     if "PREFECT_FLOWS_HEARTBEAT_FREQUENCY" in os.environ:
         yield
         return
-    with temporary_settings(updates={PREFECT_FLOWS_HEARTBEAT_FREQUENCY:
-                                     get_settings().flow_heartbeat_s}):
-        yield
+    owner = threading.current_thread()
+    with ExitStack() as stack:
+
+        def heartbeat_setting(_: ModuleType) -> None:
+            if threading.current_thread() is not owner:
+                return  # a settings context entered in another thread cannot be left here
+            from prefect.settings import PREFECT_FLOWS_HEARTBEAT_FREQUENCY, temporary_settings
+
+            from tasks_lib.settings import get_settings
+
+            stack.enter_context(temporary_settings(updates={
+                PREFECT_FLOWS_HEARTBEAT_FREQUENCY: get_settings().flow_heartbeat_s}))
+
+        cancel = after_import("prefect", heartbeat_setting)
+        try:
+            yield
+        finally:
+            cancel()
 
 
 PARENT_WATCHDOG = """
@@ -68,7 +150,9 @@ runpy.run_module("uvicorn", run_name="__main__", alter_sys=True)
 stops it (SIGTERM, then exit after 10 s) once its parent process ``PARENT_PID`` is gone."""
 
 _SERVER_MODULE = "prefect.server.api.server"
-_BIND_LOCK = threading.Lock()
+_SERVER_OUTPUT: list[Callable[[], IO[str] | None]] = []
+"""Where the temporary server's stdout and stderr go (set by :func:`route_console_logs`; None:
+this process's own)."""
 
 
 def watched_server_args(args: Sequence[str], parent_pid: int) -> list[str]:
@@ -83,40 +167,25 @@ def watched_server_args(args: Sequence[str], parent_pid: int) -> list[str]:
 class _ParentBoundSubprocess:
     """The ``subprocess`` module as Prefect's server module sees it: ``Popen`` of the uvicorn
     server goes through :data:`PARENT_WATCHDOG` (Prefect's own arguments and environment are
-    kept); everything else is the real module."""
+    kept) and writes to the console log when one is set; everything else is the real module."""
 
     def __getattr__(self, name: str) -> Any:
         return getattr(subprocess, name)
 
     @staticmethod
     def Popen(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
-        return subprocess.Popen(watched_server_args(args, os.getpid()), **kwargs)
+        watched = watched_server_args(args, os.getpid())
+        out = _SERVER_OUTPUT[-1]() if _SERVER_OUTPUT and watched != list(args) else None
+        if out is not None and "stderr" not in kwargs:
+            kwargs = {**kwargs, "stdout": out, "stderr": out}
+        return subprocess.Popen(watched, **kwargs)
 
 
 def _bind(module: ModuleType) -> None:
-    module.subprocess = _ParentBoundSubprocess()  # type: ignore[attr-defined]
+    from prefect.settings import PREFECT_API_URL
 
-
-class _BindOnImport(importlib.abc.MetaPathFinder):
-    """Applies :func:`_bind` right after Prefect's server module is imported (importing it
-    eagerly would cost every CLI command seconds; only flows need it)."""
-
-    def find_spec(self, fullname: str, path: Sequence[str] | None,
-                  target: ModuleType | None = None) -> ModuleSpec | None:
-        if fullname != _SERVER_MODULE:
-            return None
-        spec = importlib.machinery.PathFinder.find_spec(fullname, path)
-        loader = spec.loader if spec is not None else None
-        if loader is None:
-            return spec
-        exec_module = loader.exec_module
-
-        def exec_then_bind(module: ModuleType) -> None:
-            exec_module(module)
-            _bind(module)
-
-        loader.exec_module = exec_then_bind  # type: ignore[method-assign]
-        return spec
+    if not PREFECT_API_URL.value():  # a named server is not started here
+        module.subprocess = _ParentBoundSubprocess()  # type: ignore[attr-defined]
 
 
 def bind_temporary_server_to_process() -> None:
@@ -125,12 +194,131 @@ def bind_temporary_server_to_process() -> None:
     No-op when ``PREFECT_API_URL`` names a server (none is started). Idempotent; lasts for the
     rest of the process.
     """
-    from prefect.settings import PREFECT_API_URL
+    after_import(_SERVER_MODULE, _bind)
 
-    if PREFECT_API_URL.value():
-        return
-    with _BIND_LOCK:
-        if _SERVER_MODULE in sys.modules:
-            _bind(sys.modules[_SERVER_MODULE])
-        elif not any(isinstance(f, _BindOnImport) for f in sys.meta_path):
-            sys.meta_path.insert(0, _BindOnImport())
+
+class ConsoleLog:
+    """One command's log file, ``<folder>/cli-<time>-<pid>.log``, created at the first write
+    (the newest :attr:`KEEP` files of the folder are kept)."""
+
+    KEEP = 50
+
+    def __init__(self, folder: Callable[[], Path]) -> None:
+        self._folder = folder
+        self._stream: IO[str] | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        """The file (created, with its folder, on first use)."""
+        return Path(self.stream().name)
+
+    def stream(self) -> IO[str]:
+        """The open file, line-buffered, appended to."""
+        with self._lock:
+            if self._stream is None:
+                folder = self._folder()
+                folder.mkdir(parents=True, exist_ok=True)
+                for old in sorted(folder.glob("cli-*.log"))[:-self.KEEP]:
+                    old.unlink(missing_ok=True)
+                name = f"cli-{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}.log"
+                self._stream = (folder / name).open("a", buffering=1, encoding="utf-8")
+            return self._stream
+
+    def record(self, exc: BaseException) -> Path:
+        """Append ``exc``'s traceback; the file's path."""
+        stream = self.stream()
+        stream.write("".join(traceback.format_exception(exc)))
+        stream.flush()
+        return self.path
+
+
+def _is_console(handler: logging.Handler) -> bool:
+    stream = getattr(handler, "stream", None)
+    return (isinstance(handler, logging.StreamHandler) and not isinstance(handler, _ToLog)
+            and stream in (sys.stderr, sys.stdout, sys.__stderr__, sys.__stdout__))
+
+
+class _ToLog(logging.StreamHandler):  # type: ignore[type-arg]
+    """A console handler moved to a :class:`ConsoleLog` (same level and format; the file is
+    created by the first record) or kept on stderr for some records."""
+
+    def __init__(self, log: ConsoleLog | None = None) -> None:
+        super().__init__(sys.stderr)
+        self._log = log
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self._log is not None:
+            self.stream = self._log.stream()
+            self._log = None
+        super().emit(record)
+
+
+def _run_warning(record: logging.LogRecord) -> bool:
+    """A warning of a flow or a step (or of a library, not Prefect's own), with no traceback."""
+    ours = not record.name.startswith("prefect") or record.name.startswith(
+        ("prefect.flow_runs", "prefect.task_runs"))
+    return record.levelno == logging.WARNING and record.exc_info is None and ours
+
+
+def _reroute(log: ConsoleLog) -> None:
+    """Move every console handler of the configured loggers to ``log``; the root logger's keeps
+    the warnings of flows and steps on stderr."""
+    root = logging.getLogger()
+    loggers = [root, *(lg for lg in logging.Logger.manager.loggerDict.values()
+                       if isinstance(lg, logging.Logger))]
+    for logger in loggers:
+        for handler in [h for h in logger.handlers if _is_console(h)]:
+            moved = _ToLog(log)
+            moved.setLevel(handler.level)
+            moved.setFormatter(handler.formatter)
+            logger.removeHandler(handler)
+            logger.addHandler(moved)
+            if logger is root:
+                warnings = _ToLog()
+                warnings.setFormatter(handler.formatter)
+                warnings.addFilter(_run_warning)
+                logger.addHandler(warnings)
+
+
+def route_console_logs(log: ConsoleLog, when: Callable[[], bool] = lambda: True) -> None:
+    """For the rest of this process (its exit included, when the temporary server stops), send
+    Prefect's console output — its log handlers on stderr, the temporary server's output — and
+    the tracebacks of background threads to ``log``, if ``when()`` holds once Prefect configures
+    its logging (``--debug`` asks it not to)."""
+
+    def wrap(module: ModuleType) -> None:
+        setup = getattr(module, "setup_logging")  # noqa: B009  (a module known at run time)
+
+        def setup_then_reroute(*args: Any, **kwargs: Any) -> Any:
+            config = setup(*args, **kwargs)
+            if when():
+                _reroute(log)
+            return config
+
+        setattr(module, "setup_logging", setup_then_reroute)  # noqa: B010
+        if getattr(module, "PROCESS_LOGGING_CONFIG", None) and when():
+            _reroute(log)
+
+    def server_output() -> IO[str] | None:
+        return log.stream() if when() else None
+
+    thread_hook, unraisable_hook = threading.excepthook, sys.unraisablehook
+
+    def thread_exception(args: threading.ExceptHookArgs) -> None:
+        if not when() or args.exc_value is None:
+            thread_hook(args)
+        else:
+            log.stream().write(f"Exception in thread {getattr(args.thread, 'name', '?')}:\n"
+                               + "".join(traceback.format_exception(args.exc_value)))
+
+    def unraisable(args: Any) -> None:
+        if not when() or args.exc_value is None:
+            unraisable_hook(args)
+        else:
+            log.stream().write(f"Exception ignored in {args.object!r}:\n"
+                               + "".join(traceback.format_exception(args.exc_value)))
+
+    _SERVER_OUTPUT.append(server_output)
+    threading.excepthook, sys.unraisablehook = thread_exception, unraisable
+    after_import("prefect.logging.configuration", wrap)

@@ -15,7 +15,6 @@ from typing import Any, Literal
 import yaml
 from pydantic import Field, ValidationError, model_validator
 
-import evaluators.catalog  # noqa: F401  (registers every metric)
 from evaluators.core import Frozen, InputDataError, Tier, Track, UnknownNameError
 from evaluators.metrics import METRICS, Direction, MetricSpec
 from tasks_lib.settings import get_settings

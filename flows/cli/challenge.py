@@ -8,10 +8,10 @@ import typer
 
 from evaluators.ranking import RankingInputError
 from evaluators.rounding import round_half_up
+from evaluators.vocabulary import Track
 from flows.cli.groups import app, build_app, fail, location, user_errors
 from flows.cli.output import echo_json, json_text
 from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
-from tasks_lib.domain import Track
 
 challenge_app = typer.Typer(no_args_is_help=True,
                             help="Challenge track (ReX-MLE): leaderboard ranking, grading, judge.")

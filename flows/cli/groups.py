@@ -1,4 +1,10 @@
-"""Typer groups shared by the command modules."""
+"""Typer groups shared by the command modules, the global ``--debug`` option and the wrapper
+every command runs under (:func:`user_errors`).
+
+This module and every command module import only what ``--help`` needs (typer, the bottom
+layer's error classes); a command imports what it uses when it runs, after :func:`user_errors`
+has registered every kit (:func:`flows.compose`).
+"""
 
 from __future__ import annotations
 
@@ -67,6 +73,25 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(medbench_app, name="medbench")
 
 
+class CliState:
+    """What the root options asked for, read by :func:`flows.cli.main` once the command ends."""
+
+    debug: bool = False
+    """Show tracebacks and Prefect's console log on stderr (``--debug``)."""
+
+
+STATE = CliState()
+
+
+@app.callback()
+def root(debug: bool = typer.Option(
+        False, "--debug", envvar="MEDFLOWS_DEBUG",
+        help="Show the traceback of a failure and Prefect's log on stderr (default: one "
+             "`error:` line; the details go to the log file it names).")) -> None:
+    """medflows: build medical-AI benchmarks, run agents, score offline."""
+    STATE.debug = debug
+
+
 def fail(message: str, code: int = 2) -> typer.Exit:
     """Print ``error: message`` to stderr and return the exit to raise."""
     typer.echo(f"error: {message}", err=True)
@@ -80,13 +105,22 @@ def split_list(value: str | None) -> list[str] | None:
     return [v.strip() for v in value.split(",") if v.strip()]
 
 
-def user_errors(*extra: type[Exception]) -> Callable[[F], F]:
-    """Decorate a command so :data:`USER_ERRORS` (and ``extra``) end it with ``error: …``."""
-    caught = (*USER_ERRORS, *extra)
+def user_errors(*extra: type[Exception],
+                loaded: Callable[[], tuple[type[Exception], ...]] | None = None,
+                kits: bool = True) -> Callable[[F], F]:
+    """Decorate a command so :data:`USER_ERRORS` (and ``extra``, and the classes ``loaded()``
+    imports when the command runs: those of heavy modules) end it with ``error: …``. Every kit
+    is registered (:func:`flows.compose`) before the command runs, unless ``kits`` is False (a
+    command that only reads the ledger: importing every kit would cost it seconds)."""
 
     def deco(fn: F) -> F:
         @wraps(fn)
         def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if kits:
+                from flows import compose
+
+                compose()
+            caught = (*USER_ERRORS, *extra, *(loaded() if loaded else ()))
             try:
                 return fn(*args, **kwargs)
             except caught as exc:

@@ -6,12 +6,12 @@ from pathlib import Path
 
 import typer
 
-from evaluators.core import Track
+from evaluators.vocabulary import Track
 from flows.cli.groups import app, build_app, location, score_app, user_errors
 from flows.cli.output import echo_json
 from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
 from tasks_lib.errors import InputDataError
-from tasks_lib.imaging.baselines import BaselineKind
+from tasks_lib.imaging.baseline_kind import BaselineKind
 
 
 def _imaging_tracks() -> list[str]:

@@ -6,9 +6,11 @@ groups of :mod:`flows.cli.groups`; docs/medbench.md)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
+from evaluators.vocabulary import Track
 from flows.cli.groups import (
     build_app,
     execute_app,
@@ -21,9 +23,10 @@ from flows.cli.groups import (
 )
 from flows.cli.output import echo_json
 from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
-from tasks_lib.domain import Track
 from tasks_lib.errors import InputDataError
-from tasks_lib.records import RunRecord
+
+if TYPE_CHECKING:
+    from tasks_lib.records import RunRecord
 
 BUILD_ROUTES.add("medbench", Route(("pool", "build", "medbench"),
                                    lambda: [Track.MEDBENCH.value], "--tasks", many=True))

@@ -10,11 +10,25 @@ import typer
 from flows.cli.groups import location, medbench_app, user_errors
 from flows.cli.output import echo_json
 from tasks_lib.errors import InputDataError
-from tasks_lib.medbench.accounts import (
-    DEFAULT_ITEMS_PER_MINUTE,
-    DEFAULT_UPLOADS_PER_DAY,
-    RateLimited,
-)
+
+
+def rate_limited() -> tuple[type[Exception], ...]:
+    """The refusal of a submitter's rate limit (a user error; its module loads the ledger)."""
+    from tasks_lib.medbench.accounts import RateLimited
+
+    return (RateLimited,)
+
+
+def _default_uploads_per_day() -> int:
+    from tasks_lib.medbench.accounts import DEFAULT_UPLOADS_PER_DAY
+
+    return DEFAULT_UPLOADS_PER_DAY
+
+
+def _default_items_per_minute() -> int:
+    from tasks_lib.medbench.accounts import DEFAULT_ITEMS_PER_MINUTE
+
+    return DEFAULT_ITEMS_PER_MINUTE
 
 
 def split_source(subset: str | None, pool: str | None) -> str:
@@ -23,13 +37,15 @@ def split_source(subset: str | None, pool: str | None) -> str:
         raise InputDataError("--subset/--pool", "give exactly one: --subset active:<subset_id> "
                                                 "or --pool POOL_ROOT")
     if subset:
-        return subset if subset.startswith("active:") else f"active:{subset}"
+        from tasks_lib.rotation.subsets import subset_pool
+
+        return subset_pool(subset, "--subset")
     assert pool is not None
     return location(pool)
 
 
 @medbench_app.command("download")
-@user_errors(RateLimited)
+@user_errors(loaded=rate_limited)
 def download(
     out: Path = typer.Option(..., help="File to write: one public item per line (JSONL)."),
     subset: str = typer.Option(None, help="Rotation subset: active:<subset_id> (or the id)."),
@@ -60,7 +76,7 @@ def download(
 
 
 @medbench_app.command("upload")
-@user_errors(RateLimited)
+@user_errors(loaded=rate_limited)
 def upload(
     file: Path = typer.Argument(..., help="Predictions: one {item_id, answer} per line."),
     submitter: str = typer.Option(..., help="Submitter name (created with the default limits "
@@ -107,8 +123,12 @@ def upload(
 def register(
     name: str = typer.Argument(..., help="Submitter name."),
     admin: bool = typer.Option(False, help="May register submitters over HTTP."),
-    uploads_per_day: int = typer.Option(DEFAULT_UPLOADS_PER_DAY, help="Uploads per day."),
-    items_per_minute: int = typer.Option(DEFAULT_ITEMS_PER_MINUTE, help="Items per minute."),
+    uploads_per_day: int = typer.Option(default_factory=_default_uploads_per_day,
+                                        show_default=False,
+                                        help="Uploads per day (default: the service's)."),
+    items_per_minute: int = typer.Option(default_factory=_default_items_per_minute,
+                                         show_default=False,
+                                         help="Items per minute (default: the service's)."),
     new_key: bool = typer.Option(False, help="Issue a new key for an existing submitter (the "
                                              "old one stops working)."),
 ) -> None:

@@ -14,14 +14,15 @@ import math
 from typing import Any
 
 import typer
-from pydantic import BaseModel
-
-from tasks_lib.redaction import redact, secret_values
 
 
 def plain(data: Any, secrets: list[str] | None = None) -> Any:
     """``data`` as strict-JSON-ready plain data: models dumped, NaN/inf → None, strings
     redacted (dict keys included)."""
+    from pydantic import BaseModel
+
+    from tasks_lib.redaction import redact, secret_values
+
     if secrets is None:
         secrets = secret_values()
     if isinstance(data, BaseModel):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from evaluators.vocabulary import Track
 from flows.cli.groups import (
     app,
     build_app,
@@ -17,7 +18,7 @@ from flows.cli.groups import (
 )
 from flows.cli.output import json_text
 from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
-from tasks_lib.domain import SelectionRule, Track
+from tasks_lib.selection import SelectionRule
 
 BUILD_ROUTES.add("qa", Route(("pool", "build", "qa"), lambda: [Track.QA.value], "--datasets",
                              many=True))

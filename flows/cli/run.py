@@ -8,15 +8,21 @@ from typing import Any
 
 import typer
 
+from evaluators.vocabulary import Tier
 from flows.cli.groups import app, fail, split_list, user_errors
 from flows.cli.output import echo_json
-from tasks_lib.domain import Tier
-from tasks_lib.sandbox.base import SandboxBackend
-from tasks_lib.sandbox.local import SandboxUnavailableError
+from tasks_lib.sandbox.backends import SandboxBackend
 
 run_app = typer.Typer(no_args_is_help=True,
                       help="Run research agents in sandboxes and score them (S1–S5).")
 app.add_typer(run_app, name="run")
+
+
+def sandbox_unavailable() -> tuple[type[Exception], ...]:
+    """No sandbox can start here (a user error: install bwrap or docker, or pick the other)."""
+    from tasks_lib.sandbox.local import SandboxUnavailableError
+
+    return (SandboxUnavailableError,)
 
 
 def sweep_orphans() -> None:
@@ -29,7 +35,7 @@ def sweep_orphans() -> None:
 
 
 @run_app.command("cell")
-@user_errors(SandboxUnavailableError)
+@user_errors(loaded=sandbox_unavailable)
 def run_cell_cmd(
     agent: str = typer.Option(..., help="Agent id from datasets/agents.yaml."),
     task: str = typer.Option(..., help="Imaging task, challenge card or RWE study id (its pool "
@@ -57,7 +63,7 @@ def run_cell_cmd(
 
 
 @run_app.command("matrix")
-@user_errors(SandboxUnavailableError)
+@user_errors(loaded=sandbox_unavailable)
 def run_matrix_cmd(
     agents: str = typer.Option(..., help="Comma-separated agent ids."),
     tasks: str = typer.Option(..., help="Comma-separated ids of imaging tasks, challenge cards "

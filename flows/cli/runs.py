@@ -41,14 +41,14 @@ def score_run_cmd(
 
 
 @runs_app.command("list")
-@user_errors()
+@user_errors(kits=False)
 def runs_list_cmd(
     task: str = typer.Option(None, "--task", help="Only runs of this task (or QA pool) id."),
     pool: str = typer.Option(None, help="Only runs on this pool version (root folder/URL)."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON rows."),
 ) -> None:
     """Runs in the ledger with their newest score."""
-    from tasks_lib.report import scored_runs
+    from tasks_lib.report.board import scored_runs
     from tasks_lib.scoring import select_runs
 
     rows = select_runs(None, task, location(pool) if pool else None)

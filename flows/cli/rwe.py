@@ -6,10 +6,10 @@ import os
 
 import typer
 
+from evaluators.vocabulary import Track
 from flows.cli.groups import build_app, location, split_list, user_errors
 from flows.cli.output import json_text
 from flows.cli.routing import BUILD_ROUTES, EXECUTE_ROUTES, Route
-from tasks_lib.domain import Track
 
 BUILD_ROUTES.add("rwe", Route(("pool", "build", "rwe"), lambda: [Track.RWE.value], "--studies",
                               many=True))
@@ -20,7 +20,7 @@ EXECUTE_ROUTES.add("rwe", Route(("execute", "cells"), lambda: [Track.RWE.value])
 @user_errors()
 def build_rwe(
     seed: int = typer.Option(0, help="Generator seed (same seed and size => same EHR hash)."),
-    n_patients: int = typer.Option(20_000, min=1000, help="Patients generated."),
+    n_patients: int = typer.Option(20_000, min=8_000, help="Patients generated."),
     studies: str = typer.Option(None, help="Comma-separated study ids (default all cards)."),
     database_url: str = typer.Option(
         None, help="Admin URL of the study server; the EHR goes into its own database "
@@ -51,7 +51,8 @@ def build_rwe(
     summary = {"pool_id": m.pool_id, "version": m.version, "content_hash": m.content_hash,
                "ehr_hash": m.ehr_hash, "seed": m.seed, "n_patients": m.n_patients,
                "database": m.database, "database_reused": published.database_reused,
-               "studies": m.studies,
+               "studies": m.studies, "requested_seed": m.requested_seed,
+               "rejected_seeds": [r.seed for r in m.rejected_seeds],
                "manifest": f"{published.url.rstrip('/')}/manifest.json",
                "seconds": {"generate": round(published.generate_s, 2),
                            "load": round(published.load_s, 2),

@@ -27,9 +27,12 @@ def serve(
     from flows.cli.medbench_upload_mode import split_source
     from flows.score import score_run
     from tasks_lib.medbench.service import create_app
+    from tasks_lib.services import ServiceKind, running_here
 
     default = split_source(subset, pool) if subset or pool else None
     typer.echo(f"medflows MedBench service on http://{host}:{port} (default pool: "
                f"{default or 'none'})", err=True)
-    uvicorn.run(create_app(score_run, default), host=host, port=port, log_level="warning",
-                proxy_headers=bool(trusted_proxies), forwarded_allow_ips=trusted_proxies or "")
+    with running_here(ServiceKind.SERVE, f"http://{host}:{port}", name=str(port)):
+        uvicorn.run(create_app(score_run, default), host=host, port=port, log_level="warning",
+                    proxy_headers=bool(trusted_proxies),
+                    forwarded_allow_ips=trusted_proxies or "")

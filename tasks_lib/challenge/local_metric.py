@@ -28,8 +28,8 @@ LIB_FILES = ("tasks_lib/__init__.py", "tasks_lib/challenge/__init__.py",
              "tasks_lib/challenge/card.py", "tasks_lib/challenge/files.py",
              "tasks_lib/challenge/grade.py", "tasks_lib/challenge/leaderboard.py",
              "tasks_lib/challenge/rank.py", "tasks_lib/domain.py", "tasks_lib/errors.py",
-             "tasks_lib/settings.py", "tasks_lib/sources.py", "tasks_lib/taskspec.py",
-             "tasks_lib/submission_limits.py")
+             "tasks_lib/selection.py", "tasks_lib/settings.py", "tasks_lib/sources.py",
+             "tasks_lib/taskspec.py", "tasks_lib/submission_limits.py")
 """The import closure of ``grade_submission`` inside ``tasks_lib`` (with every top-level module
 of ``evaluators`` and ``evaluators.graders``, see :func:`lib_files`)."""
 

@@ -18,6 +18,7 @@ it must be an admin URL of a server without trust rules (checked, see :func:`che
 from __future__ import annotations
 
 import glob
+import hashlib
 import os
 import pwd
 import resource
@@ -33,6 +34,7 @@ import psycopg2
 from pydantic import Field
 
 from evaluators.core import Frozen, InputDataError
+from tasks_lib import services
 from tasks_lib.settings import get_settings
 
 ADMIN = "rwe_admin"
@@ -168,10 +170,14 @@ class Cluster:
         return pid
 
     def start(self) -> Server:
-        """Create the cluster if needed, start it if not running; the admin connection."""
+        """Create the cluster if needed, start it if not running (after a shutdown under way
+        has ended); recorded as a medflows service and leased to this process, so the CLI
+        command that started it stops it when it ends (:mod:`tasks_lib.services`)."""
         if not self.initialized():
             self.init()
-        if self.pid() is None:
+        self._wait_shutdown()
+        started = self.pid() is None
+        if started:
             self.log.touch()
             self._own(self.log, 0o640)
             options = (f"-p {self.port} -k {self.socket} -c listen_addresses='' "
@@ -179,9 +185,44 @@ class Cluster:
                        f"-c log_line_prefix='{LOG_PREFIX}'")
             self._run([pg_bin("pg_ctl"), "-D", str(self.data), "-l", str(self.log), "-w",
                        "-t", "60", "-o", options, "start"], limit_memory=True)
+        self._record(started)
         server = self.server()
         ensure_database(server)
         return server
+
+    def service_name(self) -> str:
+        """This cluster's instance name among medflows' services (a digest of its folder)."""
+        return hashlib.sha256(str(self.state_dir).encode()).hexdigest()[:10]
+
+    def service_key(self) -> str:
+        """This cluster's record name (``medflows services status``)."""
+        return f"{services.ServiceKind.RWE_CLUSTER.value}-{self.service_name()}"
+
+    def _record(self, started: bool) -> None:
+        pid = self.pid()
+        if pid is None:
+            raise ClusterError(f"the study database server did not start: see {self.log}")
+        services.register(services.ServiceKind.RWE_CLUSTER, pid,
+                          str(self.socket / f".s.PGSQL.{self.port}"), name=self.service_name(),
+                          started_here=started, stop_signal="SIGINT", stop_wait_s=60.0,
+                          kill=False)
+
+    def _wait_shutdown(self, timeout: float = 60) -> None:
+        """Wait while the postmaster is shutting down (another command stopping it)."""
+        deadline = time.monotonic() + timeout
+        while self.pid() is not None and self._pidfile_state() == "stopping":
+            if time.monotonic() > deadline:
+                raise ClusterError(f"the study database server is still shutting down after "
+                                   f"{timeout}s")
+            time.sleep(0.1)
+
+    def _pidfile_state(self) -> str:
+        """The postmaster's state line in ``postmaster.pid`` (ready, starting, stopping)."""
+        try:
+            lines = (self.data / "postmaster.pid").read_text(encoding="utf-8").split("\n")
+        except OSError:
+            return ""
+        return lines[7].strip() if len(lines) > 7 else ""
 
     def server(self) -> Server:
         """Admin connection parameters of this cluster."""
@@ -190,9 +231,11 @@ class Cluster:
                       socket_dir=self.socket)
 
     def stop(self, timeout: float = 60) -> None:
-        """Fast shutdown by PID (SIGINT to the postmaster), waiting until it is gone."""
+        """Fast shutdown by PID (SIGINT to the postmaster), waiting until it is gone; its
+        service record goes with it."""
         pid = self.pid()
         if pid is None:
+            services.forget(self.service_key())
             return
         os.kill(pid, signal.SIGINT)
         deadline = time.monotonic() + timeout
@@ -200,6 +243,7 @@ class Cluster:
             try:
                 os.kill(pid, 0)
             except OSError:
+                services.forget(self.service_key())
                 return
             time.sleep(0.1)
         raise ClusterError(f"the study database server (pid {pid}) did not stop in {timeout}s")

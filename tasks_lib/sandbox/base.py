@@ -19,6 +19,7 @@ from typing import IO, Protocol
 from pydantic import Field
 
 from tasks_lib.domain import Frozen
+from tasks_lib.sandbox.backends import SandboxBackend as SandboxBackend
 
 
 class Language(StrEnum):
@@ -33,13 +34,6 @@ class NetworkPolicy(StrEnum):
 
     NONE = "none"
     HOST = "host"
-
-
-class SandboxBackend(StrEnum):
-    """Available sandbox implementations."""
-
-    LOCAL = "local"
-    DOCKER = "docker"
 
 
 class ResourceLimits(Frozen):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections.abc import Iterator
 
 import pytest
 from typer.testing import CliRunner
@@ -17,6 +18,16 @@ pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness"),
               pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")]
 
 STUDY = "statin-sepsis"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def own_ledger(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """A storage root and ledger of this module's own: the leaderboards below count every run of
+    the study, and other modules (tests/tasks_lib/rwe) run the same study on their own pools."""
+    from support.isolated import own_storage_and_ledger
+
+    with own_storage_and_ledger(tmp_path_factory.mktemp("rwe-e2e")):
+        yield
 
 
 def _cli(*args: str) -> object:
