@@ -47,6 +47,7 @@ def main() -> None:
     from flows.cli import audit as audit
     from flows.cli import build as build
     from flows.cli import challenge as challenge
+    from flows.cli import demo as demo
     from flows.cli import execute as execute
     from flows.cli import imaging as imaging
     from flows.cli import medbench as medbench

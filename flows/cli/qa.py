@@ -1,4 +1,4 @@
-"""QA commands: pool build qa, qa replay, execute/score/report qa, demo."""
+"""QA commands: pool build qa, qa replay, execute/score/report qa."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import typer
 
 from evaluators.vocabulary import Track
 from flows.cli.groups import (
-    app,
     build_app,
     execute_app,
     location,
@@ -182,19 +181,3 @@ def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
     from flows.report import report_qa
 
     typer.echo(report_qa(pool=location(pool)).model_dump_json(indent=2))
-
-
-@app.command("demo")
-@user_errors()
-def demo(per_dataset: int = typer.Option(100, min=1, help="Hard items per dataset.")) -> None:
-    """Build the hard pool from real questions, replay recorded agents, score, report."""
-    from flows.pipeline import qa_benchmark
-    from tasks_lib.storage import Storage
-
-    result = qa_benchmark(per_dataset=per_dataset)
-    root = Storage(result.report.markdown.rsplit("/", 1)[0])
-    typer.echo(root.read_text("leaderboard.md"))
-    rows = root.read_text("leaderboard.csv").count("\n") - 1
-    typer.echo(f"{rows} (model, method) agents scored on pool {result.pool}")
-    typer.echo(f"report: {result.report.markdown}\n        {result.report.csv}\n"
-               f"        {result.report.plot}")
