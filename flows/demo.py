@@ -356,7 +356,7 @@ def _database_ready(manifest: dict[str, Any]) -> bool:
     return True
 
 
-RUNNERS = {"imaging": imaging, "challenge": challenge, "medbench": medbench}
+RUNNERS = {"imaging": imaging, "challenge": challenge, "medbench": medbench, "rwe": rwe}
 """The protocols whose demo takes only ``rebuild``."""
 
 
