@@ -19,8 +19,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from evaluators.registry import Registry
+from tasks_lib.processes import proc_start
 from tasks_lib.sandbox.hostio import disk_usage, remove_tree
-from tasks_lib.sandbox.lease import LeaseRecord, boot_id, lease_dirs, read_lease, start_time
+from tasks_lib.sandbox.lease import LeaseRecord, boot_id, lease_dirs, read_lease
 from tasks_lib.sandbox.lifetime import kill_group, kill_pids
 
 CLAIMED = ".sweeping"
@@ -90,7 +91,7 @@ def _release(record: LeaseRecord, claimed: Path, grace_s: float) -> list[str]:
     done: list[str] = []
     if record.boot == boot_id():  # after a reboot no process of the lease can exist
         for group in record.groups:
-            leader = start_time(group.pgid)
+            leader = proc_start(group.pgid)
             if leader is not None and leader != group.leader_start:
                 continue  # the pgid now names another process's group
             killed = kill_group(group.pgid, grace_s)

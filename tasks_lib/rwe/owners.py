@@ -10,20 +10,10 @@ import socket
 from pydantic import Field, ValidationError
 
 from evaluators.core import Frozen
+from tasks_lib.processes import proc_start
 
 MARK = "medflows-run "
 """Prefix of a run role's comment (the JSON of :class:`Owner` follows)."""
-
-
-def process_start(pid: int) -> int | None:
-    """Start time of a process in clock ticks since boot (None: no such process)."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            stat = fh.read()
-    except OSError:
-        return None
-    fields = stat.rsplit(")", 1)[-1].split()
-    return int(fields[19]) if len(fields) > 19 else None
 
 
 class Owner(Frozen):
@@ -38,7 +28,7 @@ class Owner(Frozen):
     def current(cls, database: str) -> Owner:
         """This process as the owner of a role on ``database``."""
         pid = os.getpid()
-        return cls(pid=pid, start=process_start(pid), host=socket.gethostname(),
+        return cls(pid=pid, start=proc_start(pid), host=socket.gethostname(),
                    database=database)
 
     def comment(self) -> str:
@@ -49,7 +39,7 @@ class Owner(Frozen):
         """The owner still runs (None: another host, cannot be told from here)."""
         if self.host != socket.gethostname():
             return None
-        return self.start is not None and process_start(self.pid) == self.start
+        return self.start is not None and proc_start(self.pid) == self.start
 
 
 def parse_owner(comment: str | None) -> Owner | None:

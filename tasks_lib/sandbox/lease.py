@@ -28,6 +28,7 @@ from types import TracebackType
 from pydantic import Field, ValidationError
 
 from tasks_lib.domain import Frozen
+from tasks_lib.processes import proc_start
 from tasks_lib.settings import PROJECT_ROOT, get_settings
 
 LEASES = Path(".medflows") / "leases"
@@ -39,17 +40,6 @@ def boot_id() -> str:
         return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
     except OSError:
         return ""
-
-
-def start_time(pid: int) -> int | None:
-    """Start time of a live (non-zombie) process in clock ticks since boot; None when gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return None
-    if fields[0] in ("Z", "X"):
-        return None
-    return int(fields[19])
 
 
 def lease_dirs() -> list[Path]:
@@ -114,7 +104,7 @@ class LeaseRecord(Frozen):
             except PermissionError:
                 return True
             return True
-        return start_time(self.owner_pid) == self.owner_start
+        return proc_start(self.owner_pid) == self.owner_start
 
 
 def read_lease(path: Path) -> LeaseRecord | None:
@@ -147,7 +137,7 @@ class Lease:
         self.record = LeaseRecord(
             lease_id=f"{label}-{uuid.uuid4().hex[:12]}", label=label,
             host=socket.gethostname(), boot=boot_id(), owner_pid=pid,
-            owner_start=start_time(pid) or 0, created=time.time(),
+            owner_start=proc_start(pid) or 0, created=time.time(),
             scratch=[_scratch(p) for p in scratch or []])
         self.path = self.folder / f"{self.record.lease_id}.json"
         self._lock = threading.Lock()
@@ -168,7 +158,7 @@ class Lease:
 
     def add_group(self, pgid: int) -> None:
         """Record a process group just started (its leader is ``pgid``)."""
-        start = start_time(pgid)
+        start = proc_start(pgid)
         if start is not None:
             self._update(groups=[*self.record.groups, Group(pgid=pgid, leader_start=start)])
 

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 from faults.procs import alive, cmdline
 
-from tasks_lib.sandbox.lease import Lease, LeaseRecord, lease_dirs, read_lease, start_time
+from tasks_lib.processes import proc_start
+from tasks_lib.sandbox.lease import Lease, LeaseRecord, lease_dirs, read_lease
 from tasks_lib.settings import reset_settings
 from tasks_lib.sweep import sweep_orphans
 
@@ -125,7 +126,7 @@ def test_a_reused_group_leader_is_not_killed(leases: Path) -> None:
     try:
         lease = Lease("run-pgid")
         lease.add_group(sleeper.pid)
-        start = start_time(sleeper.pid)
+        start = proc_start(sleeper.pid)
         assert start is not None
         record = LeaseRecord.model_validate_json(lease.path.read_text())
         wrong = record.model_copy(update={

@@ -138,7 +138,8 @@ def test_sweep_drops_roles_of_dead_owners_only(rwe_server: Server) -> None:
 @pytest.mark.slow
 def test_the_guard_drops_the_role_when_its_owner_dies_and_ends_with_the_role(
         rwe_server: Server) -> None:
-    from tasks_lib.rwe.owners import Owner, process_start
+    from tasks_lib.processes import proc_start
+    from tasks_lib.rwe.owners import Owner
     from tasks_lib.rwe.roles import (
         create_role,
         drop_role,
@@ -150,7 +151,7 @@ def test_the_guard_drops_the_role_when_its_owner_dies_and_ends_with_the_role(
     ensure_reader(rwe_server)
     owner_process = subprocess.Popen(["sleep", "60"])
     owner = Owner.current(rwe_server.database).model_copy(update={
-        "pid": owner_process.pid, "start": process_start(owner_process.pid)})
+        "pid": owner_process.pid, "start": proc_start(owner_process.pid)})
     doomed = create_role(rwe_server, "guarded")
     guard = start_guard(rwe_server, doomed.name, owner, 60)
     time.sleep(1.5)
