@@ -215,6 +215,8 @@ class BwrapSandbox:
             reader.join(10)
         observed = monitor.finish() if monitor is not None else []
         hit = cgroup.limits_hit() if cgroup is not None else []
+        if timed_out and cgroup is not None:
+            cgroup.drain(2.0)  # killed by us: what dies with the namespace did not outlive it
         left = self._close_cgroup(cgroup)
         if left:
             observed.append(Violation(kind=ViolationKind.PROCESS_LEFT, source=Source.SANDBOX,

@@ -406,6 +406,13 @@ class Cgroup:
             pass
         return hit
 
+    def drain(self, seconds: float) -> None:
+        """Wait (at most ``seconds``) for the group to empty: after the sandbox was killed its
+        PID namespace is torn down by the kernel, which takes a moment on a busy host."""
+        deadline = time.monotonic() + seconds
+        while self.pids() and time.monotonic() < deadline:
+            time.sleep(0.02)
+
     def close(self) -> list[int]:
         """Kill what is left, remove the group; return the pids that were left behind."""
         left = self.pids()
