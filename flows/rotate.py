@@ -46,7 +46,7 @@ def rotate_pool(
     gives the identical one. ``track``: the parents must be of that track (an alias such as
     ``medbench rotate``). A bad subset id or parent fails before anything is written.
     """
-    from tasks_lib.rotation.subsets import check_subset_id
+    from tasks_lib.rotation import check_subset_id
 
     if subset_id is not None:
         check_subset_id(subset_id)

@@ -25,7 +25,7 @@ def _pct(value: float) -> str:
 
 
 @challenge_app.command("list")
-@user_errors(RankingInputError)
+@user_errors(RankingInputError, kits=False)
 def list_cmd(as_json: bool = typer.Option(False, "--json", help="Print JSON.")) -> None:
     """List the challenge cards with their ranked metrics."""
     from tasks_lib.challenge.card import challenge_source, list_challenges, load_challenge

@@ -168,7 +168,7 @@ def score_medbench_cmd(pool: str = typer.Option(..., help="MedBench pool root, o
 
 
 @report_app.command("medbench")
-@user_errors()
+@user_errors(kits=False)
 def report_medbench_cmd(
     pool: str = typer.Option(..., help="MedBench pool root, or active:<subset_id>."),
     evaluator_version: str = typer.Option(None, help="Show this evaluator version's rows."),
@@ -177,12 +177,19 @@ def report_medbench_cmd(
     """MedBench view (alias kept beside ``medflows report --pool POOL``): overall, dimensions
     and tasks (mean ± SD over replicates) and the judge's κ, from the ledger's score rows,
     ranked by the one rule of every board; writes report.md/report.json under
-    reports/medbench/."""
-    from flows.medbench import report_medbench
-    from tasks_lib.medbench.report import build_report, to_markdown
+    reports/medbench/; recorded as a ``report-medbench`` flow run with its artifact when a
+    Prefect API is configured (no server is started for a report)."""
+    from tasks_lib.medbench.report import build_report, to_markdown, write_report
+    from tasks_lib.report.build import prefect_api_configured
 
-    url = report_medbench(location(pool), evaluator_version)
-    report = build_report(location(pool), evaluator_version)
+    if prefect_api_configured():
+        from flows.medbench import report_medbench
+
+        url = report_medbench(location(pool), evaluator_version)
+        report = build_report(location(pool), evaluator_version)
+    else:
+        report = build_report(location(pool), evaluator_version)
+        url = write_report(report)
     if as_json:
         echo_json({"markdown": url, **report.model_dump(mode="json")})
     else:

@@ -81,7 +81,7 @@ def add_endpoint(
 
 
 @medbench_app.command("endpoints")
-@user_errors()
+@user_errors(kits=False)
 def endpoints(submitter: str = typer.Option(None, help="Only this submitter's endpoints.")
               ) -> None:
     """Registered endpoints, oldest first, as JSON (keys never shown)."""

@@ -37,7 +37,7 @@ def split_source(subset: str | None, pool: str | None) -> str:
         raise InputDataError("--subset/--pool", "give exactly one: --subset active:<subset_id> "
                                                 "or --pool POOL_ROOT")
     if subset:
-        from tasks_lib.rotation.subsets import subset_pool
+        from tasks_lib.rotation import subset_pool
 
         return subset_pool(subset, "--subset")
     assert pool is not None
@@ -146,7 +146,7 @@ def register(
 
 
 @medbench_app.command("submissions")
-@user_errors()
+@user_errors(kits=False)
 def submissions(
     submitter: str = typer.Option(None, help="Only this submitter's submissions."),
     pool: str = typer.Option(None, help="Only submissions on this pool or subset id."),

@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import typer
 
 from flows.cli.groups import location, report_app, runs_app, score_app, user_errors
 from flows.cli.output import echo_json, json_text
 from tasks_lib.errors import InputDataError
+
+if TYPE_CHECKING:
+    from tasks_lib.report import LeaderboardRow, ReportFiles
 
 
 @score_app.command("run")
@@ -67,8 +72,26 @@ def runs_list_cmd(
                    f"r{o['replicate']} {o['status']:9} score={o['task_score']}")
 
 
+def leaderboard_report(task: str | None = None, pool: str | None = None,
+                       evaluator_version: str | None = None) -> tuple[ReportFiles,
+                                                                      list[LeaderboardRow]]:
+    """Write the report of ``task``'s or ``pool``'s runs and return its files and rows: through
+    the ``report`` flow when a Prefect API is configured (the run and its artifacts are
+    recorded there), else directly, with no Prefect (a report is read-only: nothing starts a
+    server for it)."""
+    from tasks_lib.report.build import build_report, prefect_api_configured, report_rows
+
+    if prefect_api_configured():
+        from flows.report import report
+
+        files = report(task_id=task, pool=pool, evaluator_version=evaluator_version)
+        return files, report_rows(task, pool, evaluator_version=evaluator_version)
+    built = build_report(task, pool, evaluator_version=evaluator_version)
+    return built.files, built.rows
+
+
 @report_app.callback()
-@user_errors()
+@user_errors(kits=False)
 def report_cmd(
     ctx: typer.Context,
     task: str = typer.Option(None, "--task", help="Leaderboard of this task's (or QA pool's) "
@@ -81,18 +104,13 @@ def report_cmd(
     """The one leaderboard of any track's runs, from the ledger alone (never re-scores): the
     score card's columns (task score by its metric's name, Overall, S1–S5, named metrics, cost,
     time, replicates, mean ± SE), ranking and Pareto frontier per (task, tier); an invalid run
-    is shown with its reason, unranked and uncredited. CSV, markdown, plot, artifacts.
-    ``report qa | medbench | rwe`` are kept as aliases (per-protocol views)."""
+    is shown with its reason, unranked and uncredited. CSV, markdown, plot; recorded as a
+    ``report`` flow run with artifacts when a Prefect API is configured (no server is started
+    for a report). ``report qa | medbench | rwe`` are kept as aliases (per-protocol views)."""
     if ctx.invoked_subcommand is not None:
         return
-    from flows.report import report
-    from tasks_lib.report import leaderboard, scored_runs
-    from tasks_lib.scoring import select_runs
-
-    pool_url = location(pool) if pool else None
-    files = report(task_id=task, pool=pool_url, evaluator_version=evaluator_version)
+    files, rows = leaderboard_report(task, location(pool) if pool else None, evaluator_version)
     if as_json:
-        rows = leaderboard(scored_runs(select_runs(None, task, pool_url), evaluator_version))
         echo_json({"files": files.model_dump(), "rows": [r.model_dump() for r in rows]})
         return
     echo_json(files)

@@ -10,7 +10,7 @@ from flows.cli.output import echo_json
 
 
 @report_app.command("rwe")
-@user_errors()
+@user_errors(kits=False)
 def report_rwe_cmd(
     task: str = typer.Option(None, "--task", help="Comma-separated study ids (default: all "
                                                   "RWE runs)."),

@@ -1,9 +1,11 @@
 """Leaderboards from the ledger alone (never re-scoring): one board whose columns come from the
-score card (:mod:`.board`), one ranking rule (:mod:`.standing`), files and artifacts
-(:mod:`.render`).
+score card (:mod:`.board`), one ranking rule (:mod:`.standing`), files (:mod:`.render`), the
+report as plain functions (:mod:`.build`). Prefect artifacts are made by the ``report`` flow
+(flows/report.py) only.
 
-The names of :mod:`.render` (Prefect steps, pandas, matplotlib) load when first used, so reading
-the board (``medflows runs list``) imports neither Prefect nor a plotting library.
+The names of :mod:`.render` and :mod:`.build` (pandas, and matplotlib when plotting) load when
+first used, so reading the board (``medflows runs list``) imports no plotting or table library;
+nothing here imports Prefect.
 """
 
 from typing import TYPE_CHECKING, Any
@@ -19,27 +21,37 @@ from tasks_lib.report.board import (
 from tasks_lib.report.standing import Standing, is_ranked, pool_flags, standing
 
 if TYPE_CHECKING:
+    from tasks_lib.report.build import (
+        Report,
+        build_report,
+        prefect_api_configured,
+        report_rows,
+    )
     from tasks_lib.report.render import (
         ReportFiles,
+        artifact_markdown,
+        flat_record,
         plot_png,
-        publish_leaderboard,
         report_name,
         to_frame,
         to_markdown,
         write_report,
     )
 
-_RENDER = {"ReportFiles", "plot_png", "publish_leaderboard", "report_name", "to_frame",
-           "to_markdown", "write_report"}
+_LAZY = {"build": {"Report", "build_report", "prefect_api_configured", "report_rows"},
+         "render": {"ReportFiles", "artifact_markdown", "flat_record", "plot_png", "report_name",
+                    "to_frame", "to_markdown", "write_report"}}
 
-__all__ = ["LeaderboardRow", "ReportFiles", "Scored", "Standing", "Stat", "is_ranked",
-           "leaderboard", "plot_png", "pool_flags", "publish_leaderboard", "report_name",
+__all__ = ["LeaderboardRow", "Report", "ReportFiles", "Scored", "Standing", "Stat",
+           "artifact_markdown", "build_report", "flat_record", "is_ranked", "leaderboard",
+           "plot_png", "pool_flags", "prefect_api_configured", "report_name", "report_rows",
            "scored_runs", "standing", "standings", "to_frame", "to_markdown", "write_report"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in _RENDER:
-        from tasks_lib.report import render
+    for module, names in _LAZY.items():
+        if name in names:
+            from importlib import import_module
 
-        return getattr(render, name)
+            return getattr(import_module(f"tasks_lib.report.{module}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,7 +1,9 @@
-"""The leaderboard as files and Prefect artifacts: a flat CSV, one markdown table per (task,
-tier) whose columns are the score cards' (the primary metric by its real name, Overall, S1–S5,
-named metrics, cost, time, replicates; unranked rows with their reason and no values), and the
-cost–score plot."""
+"""The leaderboard as files: a flat CSV, one markdown table per (task, tier) whose columns are
+the score cards' (the primary metric by its real name, Overall, S1–S5, named metrics, cost,
+time, replicates; unranked rows with their reason and no values), and the cost–score plot.
+
+Nothing here imports Prefect: the ``report`` flow (flows/report.py) turns the same rows and
+files into Prefect artifacts (:func:`flat_record` rows, :func:`artifact_markdown`)."""
 
 from __future__ import annotations
 
@@ -10,11 +12,8 @@ import re
 from itertools import groupby
 
 import pandas as pd
-from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from pydantic import Field
 
-from tasks_lib.artifacts import artifact_key
 from tasks_lib.domain import Frozen
 from tasks_lib.report.board import STAGES, LeaderboardRow, Stat
 from tasks_lib.storage import Storage
@@ -133,32 +132,21 @@ def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
     return buf.getvalue()
 
 
-@task(name="publish-leaderboard", task_run_name="publish-leaderboard-{name}")
-def publish_leaderboard(rows: list[LeaderboardRow], name: str) -> None:
-    """The leaderboard as a Prefect table artifact."""
-    create_table_artifact(
-        key=artifact_key(f"leaderboard-{name}"),
-        table=[flat_record(r) for r in rows],
-        description=f"Leaderboard of {name} (mean ± SE over replicates, cost, Pareto frontier)",
-    )
-
-
-@task(name="write-report", task_run_name="write-report-{name}")
 def write_report(rows: list[LeaderboardRow], name: str) -> ReportFiles:
-    """Write CSV, markdown and PNG under ``reports/<name>/``; a markdown artifact links them."""
+    """Write CSV, markdown and PNG under ``reports/<name>/`` in the storage root."""
     out = Storage.from_settings().child(f"reports/{name}")
-    md = to_markdown(rows)
-    files = ReportFiles(
+    return ReportFiles(
         csv=out.write_text("leaderboard.csv", to_frame(rows).to_csv(index=False)),
-        markdown=out.write_text("leaderboard.md", f"# Leaderboard — {name}\n\n{md}"),
+        markdown=out.write_text("leaderboard.md",
+                                f"# Leaderboard — {name}\n\n{to_markdown(rows)}"),
         plot=out.write_bytes("cost_accuracy.png", plot_png(rows, f"Cost vs score — {name}")),
     )
-    create_markdown_artifact(
-        key=artifact_key(f"report-{name}"),
-        markdown=f"# Report — {name}\n\n{md}\n\nFiles:\n\n- [CSV]({files.csv})\n"
-        f"- [markdown]({files.markdown})\n- [plot (PNG)]({files.plot})\n",
-    )
-    return files
+
+
+def artifact_markdown(rows: list[LeaderboardRow], name: str, files: ReportFiles) -> str:
+    """The report's markdown artifact: the tables and links to the files."""
+    return (f"# Report — {name}\n\n{to_markdown(rows)}\n\nFiles:\n\n- [CSV]({files.csv})\n"
+            f"- [markdown]({files.markdown})\n- [plot (PNG)]({files.plot})\n")
 
 
 def report_name(task_id: str | None, pool: str | None, evaluator_version: str | None) -> str:
