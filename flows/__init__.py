@@ -4,8 +4,9 @@ This package is the composition root of the CLI, the deployments and the flows:
 :func:`compose` registers every track kit (:mod:`tasks_lib.tracks.catalog`) once, then the kits
 kept outside the tree (``MEDFLOWS_KIT_MODULES``, :mod:`tasks_lib.tracks.extra`); a bad entry
 ends the process with one ``error:`` line naming the setting (exit code 2). Every flow module
-calls it when imported (so a deployment or a worker loading ``flows/<name>.py`` sees every kit)
-and every CLI command calls it before it runs. Importing the package itself costs nothing, so
+calls it when imported (so a deployment or a worker loading ``flows/<name>.py`` sees every kit),
+except ``flows/execute.py``, whose flows call it when they run (``execute qa`` needs only the QA
+kit); every CLI command calls it before it runs. Importing the package itself costs nothing, so
 ``medflows --help`` answers before any kit, Prefect or model library is loaded.
 """
 

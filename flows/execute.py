@@ -7,7 +7,6 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
 from flows import compose
-from flows.score import score_runs
 from tasks_lib.agents import Harness, load_catalog
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.compute import SettingsTaskRunner
@@ -31,7 +30,8 @@ from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
 from tasks_lib.tracks.base import kit_for
 
-compose()  # every kit registered, also when a deployment loads this module
+# Kits are registered when a flow runs, not when this module is imported: execute-qa needs only
+# the QA kit, and registering every kit would cost it 1.5 s before its first model call.
 
 CELL_HARNESSES = frozenset({Harness.SCRIPTED, Harness.TOOL_LOOP})
 """Agents that work in a sandbox on a task card (research cells), not on items."""
@@ -57,6 +57,7 @@ def execute_pool(pool: str, agents: list[str], replicate: int = 0, replicates: i
     the kit's item environment, chunked (:func:`tasks_lib.execution.steps.execute_items`);
     research-cell agents (``scripted``/``tool_loop``) run as a matrix on the pool's cards
     (``tiers``, default lite; ``sandbox``; scored by the one score flow)."""
+    compose()
     url = resolve_pool(pool)
     kit = kit_for(pool_kit_name(url))
     catalog = load_catalog()
@@ -115,6 +116,8 @@ def execute_qa(
     ``max_connections``/``rpm``/``tpm``/``cache`` override the agents' params and the settings.
     Each run is split into chunks of ``chunk_size`` items (default ``MEDFLOWS_EXECUTE_CHUNK``),
     one task run each."""
+    from tasks_lib.tracks import qa  # noqa: F401  (registers the one kit this flow uses)
+
     url = resolve_pool(pool)
     env = kit_for(Track.QA).item_environment(url)  # the alias names its kit
     specs = plan_agents(agents or [], replay, replay_models, replay_methods)
@@ -132,6 +135,9 @@ def execute_qa(
 def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "local",
              replicate: int = 0, judge_model: str | None = None) -> CellReport:
     """One evaluation cell: plan → execute (stores the run) → score (score flow) → report."""
+    from flows.score import score_runs
+
+    compose()
     plan = plan_step(agent_id, task_id, Tier(tier), SandboxBackend(sandbox), replicate,
                      judge_model)
     run = execute_step(plan)
@@ -147,6 +153,9 @@ def run_matrix(matrix_id: str, agents: list[str], tasks: list[str], tiers: list[
                judge_model: str | None = None) -> MatrixRun:
     """Execute agents × tasks × tiers × replicates (one step per cell, concurrency = the task
     runner's workers), score every run in one score flow, and write the matrix report."""
+    from flows.score import score_runs
+
+    compose()
     plans = plan_grid_step(agents, tasks, [Tier(t) for t in tiers], replicates,
                            SandboxBackend(sandbox), judge_model)
     runs = execute_step.map(plans).result()

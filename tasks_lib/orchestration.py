@@ -164,6 +164,12 @@ def watched_server_args(args: Sequence[str], parent_pid: int) -> list[str]:
     return args
 
 
+def server_output() -> IO[str] | None:
+    """Where a temporary server's output goes: the command's log (None: this process's own
+    streams; see :func:`route_console_logs`)."""
+    return _SERVER_OUTPUT[-1]() if _SERVER_OUTPUT else None
+
+
 class _ParentBoundSubprocess:
     """The ``subprocess`` module as Prefect's server module sees it: ``Popen`` of the uvicorn
     server goes through :data:`PARENT_WATCHDOG` (Prefect's own arguments and environment are
@@ -175,7 +181,7 @@ class _ParentBoundSubprocess:
     @staticmethod
     def Popen(args: Sequence[str], **kwargs: Any) -> subprocess.Popen[Any]:
         watched = watched_server_args(args, os.getpid())
-        out = _SERVER_OUTPUT[-1]() if _SERVER_OUTPUT and watched != list(args) else None
+        out = server_output() if watched != list(args) else None
         if out is not None and "stderr" not in kwargs:
             kwargs = {**kwargs, "stdout": out, "stderr": out}
         return subprocess.Popen(watched, **kwargs)

@@ -15,7 +15,7 @@ CELLS = Route(("run", "matrix"), list)
 
 
 @execute_app.command(VERB, hidden=True, context_settings=PASS_THROUGH)
-@user_errors()
+@user_errors(kits=False)  # registered below, unless a warm child runs the command
 def execute_by_pool(
     ctx: typer.Context,
     pool: str = typer.Option(..., help="Published pool root folder/URL, or active:<subset_id>."),
@@ -23,7 +23,18 @@ def execute_by_pool(
     """Run agents on a pool: the ledger names the pool's kit, whose execute command takes every
     other option (common ones: --agents, --replicates; the rest: `medflows execute qa|medbench
     --help`, `medflows run matrix --help`). Prints JSON."""
+    from tasks_lib.warm_start import hand_off_command
+
+    if (code := hand_off_command()) is not None:  # after `medflows server start`
+        raise typer.Exit(code)
+    from flows import compose
+    from tasks_lib.prefect_server import start_temporary
+
+    server = start_temporary()  # boots in its own process while this one imports
+    compose()  # the routes of some kits are the kits registered (imaging)
     kit = pool_track(location(pool))
+    if server is not None:
+        server.wait()
     forward(ctx, route_for(EXECUTE_ROUTES, kit), [*ctx.args, "--pool", pool], kit)
 
 

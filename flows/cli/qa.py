@@ -116,7 +116,7 @@ def qa_replay(
 
 
 @execute_app.command("qa")
-@user_errors()
+@user_errors(kits=False)  # the warm process has them; flows.execute registers them here
 def execute_qa_cmd(
     pool: str = typer.Option(..., help="Pool root."),
     agents: str = typer.Option(None, help="Comma-separated catalog agent ids."),
@@ -142,8 +142,20 @@ def execute_qa_cmd(
                                   help="Show per-run progress on stderr."),
 ) -> None:
     """Run agents on a pool (execute DAG)."""
+    from tasks_lib.warm_start import hand_off_command
+
+    if (code := hand_off_command()) is not None:  # after `medflows server start`
+        raise typer.Exit(code)
+    from tasks_lib.prefect_server import start_temporary
+
+    server = start_temporary()  # boots in its own process while this one imports
     from flows.cli.progress import execution_progress
     from flows.execute import execute_qa
+
+    if server is not None:
+        import litellm  # noqa: F401  (what the first model call imports, while the server boots)
+
+        server.wait()
 
     with execution_progress(progress):
         runs = execute_qa(pool=location(pool), agents=split_list(agents),
@@ -174,10 +186,11 @@ def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
 
 
 @report_app.command("qa")
-@user_errors()
+@user_errors(kits=False)
 def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
     """Alias of ``medflows report --pool POOL``: write the leaderboard, Pareto frontier and
     plot of a pool's scored runs; prints the files' URLs."""
-    from flows.report import report_qa
+    from flows.cli.runs import leaderboard_report
 
-    typer.echo(report_qa(pool=location(pool)).model_dump_json(indent=2))
+    files, _ = leaderboard_report(pool=location(pool))
+    typer.echo(files.model_dump_json(indent=2))
