@@ -6,6 +6,9 @@ setting, never a code change. See the README's *Settings* table for examples.
 
 from __future__ import annotations
 
+import hashlib
+import os
+import tempfile
 from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,6 +22,19 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 
 def _state_dir() -> Path:
     return PROJECT_ROOT / ".medflows"
+
+
+def _rwe_cluster_dir() -> Path:
+    """``.medflows/rwe-cluster``; as root, when a folder above it is closed to other users
+    (PostgreSQL runs as the ``postgres`` OS user, which must traverse it: a checkout under
+    ``/root`` or a ``mktemp -d`` folder), ``medflows-rwe-<digest of that path>`` in the system
+    temporary folder instead (emptied on reboot: the cluster is created again on demand)."""
+    folder = _state_dir() / "rwe-cluster"
+    if os.geteuid() != 0 or all(os.stat(p).st_mode & 0o001 for p in folder.parents
+                                if p.exists()):
+        return folder
+    digest = hashlib.sha256(str(folder.resolve()).encode()).hexdigest()[:12]
+    return Path(tempfile.gettempdir()) / f"medflows-rwe-{digest}"
 
 
 class Settings(BaseSettings):
@@ -107,8 +123,10 @@ class Settings(BaseSettings):
         "own database and agents read it; unset = medflows starts its own cluster. "
         "MEDFLOWS_RWE_DATABASE_URL is a deprecated alias.")
     rwe_cluster_dir: Path = Field(
-        default_factory=lambda: _state_dir() / "rwe-cluster",
-        description="State folder of medflows' own RWE PostgreSQL cluster (data, socket, log).")
+        default_factory=_rwe_cluster_dir,
+        description="State folder of medflows' own RWE PostgreSQL cluster (data, socket, log); "
+        "default `.medflows/rwe-cluster`, or a folder in the system temporary folder when the "
+        "postgres OS user cannot reach that one.")
     rwe_cluster_port: int = Field(
         default=55433, ge=1024, le=65535,
         description="Private port of medflows' own RWE cluster (unix socket only, no TCP).")
