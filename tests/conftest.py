@@ -51,3 +51,16 @@ def prefect_harness() -> Iterator[None]:
 def tmp_storage_url(tmp_path: Path) -> str:
     """A fresh local storage root."""
     return str(tmp_path / "storage")
+
+
+@pytest.fixture
+def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A private, empty storage root with the call cache on (the session's is off); yields
+    the root."""
+    from tasks_lib.settings import reset_settings
+
+    monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
+    monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
+    reset_settings()
+    yield tmp_path / "storage"
+    reset_settings()

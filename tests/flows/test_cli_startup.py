@@ -6,53 +6,22 @@ traceback (the details go to the log file it names, or to the console with ``--d
 from __future__ import annotations
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli_child import MEDFLOWS, fresh_env, run_main
 
-MEDFLOWS = str(Path(sys.executable).parent / "medflows")
 HEAVY = ("prefect", "litellm", "openai", "scipy", "torch", "sklearn")
 """Libraries a command that runs no flow and calls no model must not import (seconds each)."""
-RUN_MAIN = """
-import json, sys
-out, sys.argv = sys.argv[1], ["medflows", *sys.argv[2:]]
-from flows.cli import main
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
-"""
-"""``python -c`` program: the console script's ``main`` with ``ARGS`` (given as ``OUT ARGS``),
-then its exit code and every module it imported written to ``OUT`` as JSON."""
-
-
-def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
-    """A fresh state: empty ledger, results and Prefect home in ``tmp_path``, no Prefect API
-    (a flow would have to start the temporary server)."""
-    env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "MEDFLOWS_DEBUG")}
-    env.update({"MEDFLOWS_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
-                "MEDFLOWS_STORAGE_URL": str(tmp_path / "storage"),
-                "MEDFLOWS_RESULTS_DIR": str(tmp_path / "results"),
-                "PREFECT_HOME": str(tmp_path / "prefect-home"), **extra})
-    return env
 
 
 def _main_in_child(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[str],
                                                          int, set[str]]:
     """Run the console script's ``main`` with ``args`` in a fresh interpreter; its result, exit
     code and the modules it imported."""
-    out = tmp_path / "modules.json"
-    done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(out), *args], env=_env(tmp_path),
-                          capture_output=True, text=True, timeout=300, check=False)
-    assert out.exists(), done.stderr[-3000:]
-    got = json.loads(out.read_text())
-    return done, got["code"], set(got["modules"])
+    done, code, modules = run_main(tmp_path / "modules.json", list(args), fresh_env(tmp_path))
+    return done, code, set(modules)
 
 
 def _heavy(modules: set[str]) -> list[str]:
@@ -84,7 +53,7 @@ def test_a_failed_flow_step_prints_one_error_line_and_logs_the_traceback(
         tmp_path: Path) -> None:
     from prefect.settings import PREFECT_API_URL
 
-    env = _env(tmp_path, PREFECT_API_URL=str(PREFECT_API_URL.value()))
+    env = fresh_env(tmp_path, PREFECT_API_URL=str(PREFECT_API_URL.value()))
     missing = tmp_path / "no-pool"
     done = subprocess.run([MEDFLOWS, "score", "--pool", str(missing)], env=env,
                           capture_output=True, text=True, timeout=600, check=False)
@@ -101,7 +70,7 @@ def test_a_bug_is_one_error_line_naming_the_log_and_debug_shows_the_traceback(
         tmp_path: Path) -> None:
     ledger = tmp_path / "ledger.db"
     ledger.write_text("not a database")  # our data's fault: no user mistake
-    env = _env(tmp_path)
+    env = fresh_env(tmp_path)
     done = subprocess.run([MEDFLOWS, "runs", "list", "--json"], env=env, capture_output=True,
                           text=True, timeout=300, check=False)
     assert done.returncode == 1 and done.stdout == ""

@@ -16,6 +16,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
+from support.cli_child import fresh_env, run_main
 from support.isolated import own_storage_and_ledger
 
 from evaluators.core import Track
@@ -23,7 +24,6 @@ from tasks_lib.audit import require_clean
 from tasks_lib.audits.report import AuditReport, Finding, Severity
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow, RunRow, ScoreRow
-from tests.flows.test_cli_startup import RUN_MAIN, _env
 
 TASK = "readonly-qa"
 POOL_ID = "readonly-pool"
@@ -33,11 +33,10 @@ INVALID = "invalid cohort: fabricated_ids (2 row(s))"
 class Ran:
     """A command run in a fresh interpreter: its output, exit code and imported modules."""
 
-    def __init__(self, done: subprocess.CompletedProcess[str], out: Path) -> None:
-        got = json.loads(out.read_text())
+    def __init__(self, done: subprocess.CompletedProcess[str], code: int,
+                 modules: list[str]) -> None:
         self.stdout, self.stderr = done.stdout, done.stderr
-        self.code: int = got["code"]
-        self.modules: set[str] = set(got["modules"])
+        self.code, self.modules = code, set(modules)
 
     def json(self) -> Any:
         assert self.code == 0, self.stderr[-3000:]
@@ -51,12 +50,8 @@ class Ran:
 def _medflows(root: Path, *args: str, **env: str) -> Ran:
     """The console script's ``main`` with ``args`` on the ledger and storage of ``root`` (no
     Prefect API unless ``env`` sets one; ``PREFECT_HOME`` is ``root/prefect-home``)."""
-    out = root / f"modules-{uuid4().hex[:8]}.json"
-    done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(out), *args],
-                          env=_env(root, **env), capture_output=True, text=True, timeout=300,
-                          check=False)
-    assert out.exists(), done.stderr[-3000:]
-    return Ran(done, out)
+    return Ran(*run_main(root / f"modules-{uuid4().hex[:8]}.json", list(args),
+                         fresh_env(root, **env)))
 
 
 def _run(task: str, agent: str, score: float | None, *, rep: int = 0, cost: float,
@@ -228,7 +223,7 @@ print(prefect_api_configured(), "prefect" in sys.modules)
     ids=["no profiles file", "the active profile names an API", "an inactive profile does"])
 def test_a_prefect_api_in_the_active_profile_counts_as_configured(
         tmp_path: Path, profiles: str | None, expected: str) -> None:
-    env = _env(tmp_path)
+    env = fresh_env(tmp_path)
     if profiles is not None:
         home = Path(env["PREFECT_HOME"])
         home.mkdir()

@@ -11,7 +11,6 @@ import os
 import signal
 import socket
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,27 +19,13 @@ from typing import Any
 import httpx
 import pytest
 from faults.procs import alive
+from support.cli_child import MEDFLOWS, run_main
 from support.openai_server import FakeOpenAIServer
 
 from tasks_lib import warm_start
 from tasks_lib.warm_server import WarmServer
 
-MEDFLOWS = str(Path(sys.executable).parent / "medflows")
 HEAVY = ("prefect", "litellm", "openai")
-RUN_MAIN = """
-import json, sys
-out, sys.argv = sys.argv[1], ["medflows", *sys.argv[2:]]
-from flows.cli import main
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
-"""
-"""``python -c`` program: the console script's ``main`` with ``ARGS`` (given as ``OUT ARGS``),
-then its exit code and every module it imported written to ``OUT``."""
 
 
 def _reply(body: dict[str, Any]) -> str:
@@ -97,19 +82,16 @@ def test_execute_qa_runs_in_the_warm_process_and_records_its_flow(
     with FakeOpenAIServer(_reply) as provider:
         env = {**local_server["env"], "MEDFLOWS_LLM_API_BASE": provider.base_url,
                "OPENAI_API_KEY": "test"}
-        out = tmp_path / "client.json"
-        done = subprocess.run(
-            [sys.executable, "-c", RUN_MAIN, str(out), "execute", "qa", "--pool", pool,
-             "--agents", "gpt-4o-mini@zero_shot", "--max-connections", "4", "--no-cache",
-             "--no-progress"], env=env, capture_output=True, text=True, timeout=600,
-            check=False)
-        client = json.loads(out.read_text())
-        assert client["code"] == 0, done.stderr[-3000:]
+        done, code, modules = run_main(
+            tmp_path / "client.json", ["execute", "qa", "--pool", pool, "--agents",
+                                       "gpt-4o-mini@zero_shot", "--max-connections", "4",
+                                       "--no-cache", "--no-progress"], env, timeout=600)
+        assert code == 0, done.stderr[-3000:]
         [run] = json.loads(done.stdout)
         assert (run["status"], run["n_answered"], run["error"]) == ("completed", 10, None)
         assert len(provider.requests) == 20  # an answer and an extractor call per item
     # The command's own process only handed it off: the child did the work.
-    assert sorted(m for m in client["modules"] if m.split(".")[0] in HEAVY) == []
+    assert sorted(m for m in modules if m.split(".")[0] in HEAVY) == []
     assert done.stderr == ""
 
     api = local_server["api_url"]
@@ -219,17 +201,6 @@ def test_the_warm_process_refuses_what_its_imports_did_not_see(tmp_path: Path) -
         assert server.refusal(mine, fds) in (None, "a thread runs (forking is unsafe)")
 
 
-def _main_in_child(env: dict[str, str], out: Path, *args: str
-                   ) -> tuple[subprocess.CompletedProcess[str], int, set[str]]:
-    """The console script's ``main`` with ``args`` in a fresh interpreter: its result, exit
-    code and the modules it imported."""
-    done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(out), *args], env=env,
-                          capture_output=True, text=True, timeout=600, check=False)
-    assert out.exists(), done.stderr[-3000:]
-    got = json.loads(out.read_text())
-    return done, got["code"], set(got["modules"])
-
-
 @pytest.mark.usefixtures("prefect_harness")
 def test_execute_qa_in_its_own_process_registers_only_the_qa_kit(tmp_path: Path) -> None:
     from prefect.settings import PREFECT_API_URL
@@ -238,10 +209,11 @@ def test_execute_qa_in_its_own_process_registers_only_the_qa_kit(tmp_path: Path)
 
     pool = publish_test_pool("own-process", {"medqa": 5}).url
     env = _env(tmp_path, PREFECT_API_URL=str(PREFECT_API_URL.value()))
-    done, code, modules = _main_in_child(
-        env, tmp_path / "modules.json", "execute", "qa", "--pool", pool, "--replay",
-        str(QA_SOURCE / "predictions" / "hard.csv.gz"), "--replay-models", "gpt-4o",
-        "--replay-methods", "zero_shot")
+    done, code, modules = run_main(
+        tmp_path / "modules.json", ["execute", "qa", "--pool", pool, "--replay",
+                                    str(QA_SOURCE / "predictions" / "hard.csv.gz"),
+                                    "--replay-models", "gpt-4o", "--replay-methods",
+                                    "zero_shot"], env, timeout=600)
     assert code == 0, done.stderr[-3000:]
     [run] = json.loads(done.stdout)
     assert (run["agent_id"], run["status"]) == ("replay:gpt-4o@zero_shot", "completed")

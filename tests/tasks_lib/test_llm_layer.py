@@ -58,17 +58,7 @@ def _comparable(answers: list[QAAnswer]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture
-def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private storage root with the call cache on (it starts empty)."""
-    monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
-    monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
-    reset_settings()
-    yield tmp_path / "storage"
-    reset_settings()
-
-
-@pytest.fixture
-def no_cache(isolated: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def no_cache(cache_on: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "false")
     reset_settings()
     yield
@@ -181,7 +171,7 @@ def test_a_provider_that_keeps_failing_leaves_an_errored_unanswered_item(
     assert sum(_number(b) == 1 for b in srv.requests) == 3  # first attempt + 2 retries
 
 
-def test_second_run_is_served_from_the_cache(isolated: Path) -> None:
+def test_second_run_is_served_from_the_cache(cache_on: Path) -> None:
     count = [0]
 
     def sampling(body: dict[str, Any]) -> str:
@@ -200,7 +190,7 @@ def test_second_run_is_served_from_the_cache(isolated: Path) -> None:
     assert len(srv.requests) == sent
     assert _comparable(first) == _comparable(second)
     assert [a.cache_hits for a in first] == [0] * 4 and [a.cache_hits for a in second] == [5] * 4
-    assert len(list((isolated / "llm-cache").rglob("*.json"))) == 20
+    assert len(list((cache_on / "llm-cache").rglob("*.json"))) == 20
 
 
 def test_cache_off_setting_always_asks(no_cache: None) -> None:
@@ -210,12 +200,12 @@ def test_cache_off_setting_always_asks(no_cache: None) -> None:
     assert len(srv.requests) == 4
 
 
-def test_corrupt_cache_entry_is_a_miss(isolated: Path) -> None:
+def test_corrupt_cache_entry_is_a_miss(cache_on: Path) -> None:
     messages = [Message(role="user", content="Synthetic question number 5: which?")]
     with FakeOpenAIServer(_responder) as srv:
         door = LiteLLMCompletion(api_base=srv.base_url)
         reply = door("openai/fake", messages)
-        entry = next((isolated / "llm-cache").rglob("*.json"))
+        entry = next((cache_on / "llm-cache").rglob("*.json"))
         entry.write_bytes(entry.read_bytes()[:17])
         again = LiteLLMCompletion(api_base=srv.base_url)("openai/fake", messages)
         third = LiteLLMCompletion(api_base=srv.base_url)("openai/fake", messages)
@@ -299,7 +289,7 @@ def test_rpm_cap_is_shared_by_every_concurrent_caller(no_cache: None) -> None:
     assert wall >= 1.8  # 20 requests beyond the burst at 10/s
 
 
-def test_tool_calls_go_through_the_cache(isolated: Path) -> None:
+def test_tool_calls_go_through_the_cache(cache_on: Path) -> None:
     def responder(body: dict[str, Any]) -> dict[str, Any]:
         if not body.get("tools"):
             return {"content": "no tools offered"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,16 +23,6 @@ from tasks_lib.settings import reset_settings
 
 QUESTION = [Message(role="user", content="Which option is right? A, B, C or D.")]
 THREADS = 8
-
-
-@pytest.fixture
-def cache_on(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A private, empty storage root with the call cache on."""
-    monkeypatch.setenv("MEDFLOWS_STORAGE_URL", str(tmp_path / "storage"))
-    monkeypatch.setenv("MEDFLOWS_LLM_CACHE", "true")
-    reset_settings()
-    yield tmp_path / "storage"
-    reset_settings()
 
 
 def _gated(reply: str | None) -> Callable[[dict[str, Any]], str]:
