@@ -20,24 +20,24 @@ cluster the demo starts is stopped when the command ends unless ``--keep-service
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
+from collections.abc import Callable
 from typing import Any
 
 from flows import compose
 from tasks_lib.demo import (
-    LONGEST_OPTION,
     DemoRow,
     Echo,
     Progress,
     board,
+    database_ready,
     demo_folder,
+    download_and_upload,
+    n_items,
     offline_judge,
     reusable_pool,
-    scripted_answers,
+    upload_again,
 )
-from tasks_lib.errors import InputDataError
 from tasks_lib.rwe.construct_steps import MIN_PATIENTS
 
 compose()  # every kit registered, also when a deployment loads this module
@@ -50,7 +50,7 @@ QA_POOL, QA_DATASETS, QA_PER_DATASET = "medagentsbench-hard-demo", ["medqa", "me
 """The all-protocol demo's QA pool: the first hard questions of three datasets."""
 IMAGING_TASK = "ldct-denoise"
 CHALLENGE, CHALLENGE_AGENT = "ldct-iqa", "scripted-baseline"
-MEDBENCH_POOL, MEDBENCH_SUBMITTER = "medbench-demo", "demo"
+MEDBENCH_POOL = "medbench-demo"
 MEDBENCH_TASKS = ["medqa-choice", "pubmedqa-choice", "report-labels", "dicom-fields",
                   "lesion-boxes", "safety-open"]
 """Every answer type once (single choice twice: MedQA and PubMedQA's yes/no/maybe)."""
@@ -61,6 +61,22 @@ RWE_PATIENTS = MIN_PATIENTS
 
 def _elapsed(started: float) -> float:
     return round(time.monotonic() - started, 1)
+
+
+def _pool(progress: Progress, pool_id: str, fits: Callable[[dict[str, Any]], bool],
+          rebuild: bool, build: Callable[[], tuple[str, str]],
+          describe: Callable[[str], str] = lambda url: "") -> str:
+    """The "pool" step of every protocol: the newest version of ``pool_id`` while it is usable
+    and ``fits`` (unless ``rebuild``), else ``build()`` (its URL and what to add to "built
+    URL"); ``describe(url)`` ends the line either way. The pool's URL."""
+    with progress.step("pool") as step:
+        url = None if rebuild else reusable_pool(pool_id, fits)
+        if url is not None:
+            step.detail = f"reused {url}{describe(url)}"
+            return url
+        url, built = build()
+        step.detail = f"built {url}{built}{describe(url)}"
+        return url
 
 
 def _skipped(protocol: str, what: str, reason: str, started: float) -> DemoRow:
@@ -90,15 +106,12 @@ def qa(progress: Progress, per_dataset: int = QA_PER_DATASET,
         return (sorted(m.get("cards", [])) == cards and chosen.get("per_dataset") == per_dataset
                 and chosen.get("models") == HARD_MODELS)
 
-    with progress.step("pool") as step:
-        url = None if rebuild else reusable_pool(pool_id, fits)
-        reused = url is not None
-        if url is None:
-            url = construct_qa(pool_id=pool_id, datasets=cards, source=source,
-                               models=HARD_MODELS, per_dataset=per_dataset, meld=False,
-                               auto_approve=True).url
-        n_items = _n_items(url)
-        step.detail = f"{'reused' if reused else 'built'} {url} ({n_items} hard questions)"
+    url = _pool(progress, pool_id, fits, rebuild,
+                lambda: (construct_qa(pool_id=pool_id, datasets=cards, source=source,
+                                      models=HARD_MODELS, per_dataset=per_dataset, meld=False,
+                                      auto_approve=True).url, ""),
+                lambda url: f" ({n_items(url)} hard questions)")
+    n_questions = n_items(url)
     with progress.step("execute (replay)") as step:
         runs = execute_qa(pool=url, replay=f"{source}/predictions/hard.csv.gz")
         step.detail = f"{len(runs)} recorded (model, method) agents replayed"
@@ -110,18 +123,11 @@ def qa(progress: Progress, per_dataset: int = QA_PER_DATASET,
     rows = [r for r in board(pool_url=url) if r.rank is not None]
     best = min(rows, key=lambda r: r.rank or 0)
     return DemoRow(protocol="qa", seconds=_elapsed(started), report=files.markdown, pool=url,
-                   what=f"replay of {len(rows)} recorded agents on {n_items} hard questions "
+                   what=f"replay of {len(rows)} recorded agents on {n_questions} hard questions "
                         f"of {', '.join(cards) if len(cards) < 4 else f'{len(cards)} datasets'}",
                    headline=f"best {best.agent_id}: {best.primary_metric} "
                             f"{best.task_score:.3f} (macro over datasets)",
                    scores={"best": best.task_score, "agents": float(len(rows))})
-
-
-def _n_items(pool_url: str) -> int:
-    """Questions of a QA pool version (its public item lines)."""
-    from tasks_lib.storage import Storage
-
-    return len(Storage(pool_url).read_text("public/items.jsonl").splitlines())
 
 
 def imaging(progress: Progress, rebuild: bool = False) -> DemoRow:
@@ -134,12 +140,8 @@ def imaging(progress: Progress, rebuild: bool = False) -> DemoRow:
     from tasks_lib.imaging.baselines import BaselineKind, write_baseline
 
     started = time.monotonic()
-    with progress.step("pool") as step:
-        url = None if rebuild else reusable_pool(IMAGING_TASK, lambda m: True)
-        step.detail = f"reused {url}" if url else ""
-        if url is None:
-            url = construct_imaging(IMAGING_TASK).removesuffix("/manifest.json")
-            step.detail = f"built {url}"
+    url = _pool(progress, IMAGING_TASK, lambda m: True, rebuild,
+                lambda: (construct_imaging(IMAGING_TASK).removesuffix("/manifest.json"), ""))
     folder = demo_folder() / "imaging" / f"{IMAGING_TASK}-classical"
     with progress.step("baseline submission") as step:
         files = write_baseline(BaselineKind.CLASSICAL, url, folder)
@@ -168,12 +170,8 @@ def challenge(progress: Progress, rebuild: bool = False) -> DemoRow:
     from tasks_lib.sweep import sweep_orphans
 
     started, what = time.monotonic(), f"{CHALLENGE_AGENT} cell on {CHALLENGE} (synthetic case)"
-    with progress.step("pool") as step:
-        url = None if rebuild else reusable_pool(CHALLENGE, lambda m: True)
-        step.detail = f"reused {url}" if url else ""
-        if url is None:
-            url = construct_challenge(CHALLENGE).removesuffix("/manifest.json")
-            step.detail = f"built {url}"
+    url = _pool(progress, CHALLENGE, lambda m: True, rebuild,
+                lambda: (construct_challenge(CHALLENGE).removesuffix("/manifest.json"), ""))
     with progress.step("cell (sandbox)") as step:
         sweep_orphans()
         try:
@@ -206,20 +204,16 @@ def medbench(progress: Progress, rebuild: bool = False) -> DemoRow:
     from tasks_lib.medbench.items import read_manifest
 
     started = time.monotonic()
-    with progress.step("pool") as step:
-        url = None if rebuild else reusable_pool(
-            MEDBENCH_POOL, lambda m: sorted(m.get("tasks", {})) == sorted(MEDBENCH_TASKS))
-        step.detail = f"reused {url}" if url else ""
-        if url is None:
-            url = construct_medbench(MEDBENCH_POOL, MEDBENCH_TASKS)
-            step.detail = f"built {url}"
+    url = _pool(progress, MEDBENCH_POOL,
+                lambda m: sorted(m.get("tasks", {})) == sorted(MEDBENCH_TASKS), rebuild,
+                lambda: (construct_medbench(MEDBENCH_POOL, MEDBENCH_TASKS), ""))
     manifest = read_manifest(url)
     folder = demo_folder() / "medbench"
     with progress.step("download split, upload answers") as step:
-        row = _upload_again(folder, manifest.content_hash)
+        row = upload_again(folder, manifest.content_hash)
         step.detail = f"the same answer sheet again: {folder / 'answers.jsonl'}"
         if row is None:
-            row, step.detail = _download_and_upload(url, folder)
+            row, step.detail = download_and_upload(url, folder)
     with progress.step("score (server side)") as step:
         card = _upload_card(row.run_id)
         step.detail = f"run {row.run_id} version {row.version} overall={card.task_score:.1f}"
@@ -234,46 +228,6 @@ def medbench(progress: Progress, rebuild: bool = False) -> DemoRow:
                    headline=f"overall {card.task_score:.1f}/100 ("
                             + ", ".join(f"{k} {v:.1f}" for k, v in sorted(dims.items())) + ")",
                    scores={"overall": card.task_score, **dims})
-
-
-def _upload_again(folder: Path, pool_hash: str) -> Any:
-    """The submission row of the answer sheet an earlier demo wrote for this pool version
-    (uploaded again: the same bytes are the same version); None when there is none or its
-    split can no longer take it (expired, or not in this ledger)."""
-    from tasks_lib.medbench import accounts
-    from tasks_lib.medbench.submissions import store_upload
-
-    sheet, split = folder / "answers.jsonl", folder / "split.json"
-    if not (sheet.is_file() and split.is_file()):
-        return None
-    if json.loads(split.read_text(encoding="utf-8")).get("pool_hash") != pool_hash:
-        return None
-    who = accounts.ensure_submitter(MEDBENCH_SUBMITTER)
-    try:
-        return store_upload(sheet.read_bytes(), str(sheet), who, "1", LONGEST_OPTION).row
-    except InputDataError:  # the split expired or this ledger never issued it
-        return None
-
-
-def _download_and_upload(url: str, folder: Path) -> tuple[Any, str]:
-    """``medflows medbench download`` then ``upload`` of a scripted answer sheet; the
-    submission row and what was done."""
-    from tasks_lib.medbench import accounts
-    from tasks_lib.medbench.splits import make_split, split_jsonl, write_images
-    from tasks_lib.medbench.submissions import store_upload
-
-    who = accounts.ensure_submitter(MEDBENCH_SUBMITTER)
-    folder.mkdir(parents=True, exist_ok=True)
-    split = make_split(url, MEDBENCH_SUBMITTER, seed=0,
-                       charge=lambda n: accounts.charge_items(who, n))
-    split_file, sheet = folder / "split.jsonl", folder / "answers.jsonl"
-    split_file.write_text(split_jsonl(split), encoding="utf-8")
-    write_images(split, folder)
-    (folder / "split.json").write_text(split.info.model_dump_json(indent=2), encoding="utf-8")
-    sheet.write_text(scripted_answers(split_file), encoding="utf-8")
-    row = store_upload(sheet.read_bytes(), str(sheet), who, "1", LONGEST_OPTION).row
-    return row, (f"split {split.info.split_id} ({split.info.n_items} items) → {split_file}, "
-                 f"answers → {sheet}")
 
 
 def _upload_card(run_id: str) -> Any:
@@ -311,17 +265,15 @@ def _rwe_runs(progress: Progress, rebuild: bool, what: str, started: float) -> D
 
     def fits(m: dict[str, Any]) -> bool:
         return (m.get("n_patients"), m.get("seed"), m.get("studies")) == (
-            RWE_PATIENTS, RWE_SEED, [RWE_STUDY]) and _database_ready(m)
+            RWE_PATIENTS, RWE_SEED, [RWE_STUDY]) and database_ready(m)
 
-    with progress.step("pool") as step:
-        url = None if rebuild else reusable_pool(RWE_POOL, fits)
-        step.detail = f"reused {url}" if url else ""
-        if url is None:
-            built = construct_rwe(seed=RWE_SEED, n_patients=RWE_PATIENTS, studies=[RWE_STUDY],
-                                  pool_id=RWE_POOL)
-            url = built.url
-            step.detail = (f"built {built.url} (database {built.manifest.database}"
+    def build() -> tuple[str, str]:
+        built = construct_rwe(seed=RWE_SEED, n_patients=RWE_PATIENTS, studies=[RWE_STUDY],
+                              pool_id=RWE_POOL)
+        return built.url, (f" (database {built.manifest.database}"
                            f"{', reused' if built.database_reused else ''})")
+
+    url = _pool(progress, RWE_POOL, fits, rebuild, build)
     sweep_orphans()
     cells = {}
     for agent in ("rwe-honest", "rwe-fabricate"):
@@ -341,19 +293,6 @@ def _rwe_runs(progress: Progress, rebuild: bool, what: str, started: float) -> D
                    scores={"honest_sr": honest.metrics.get("rwe_sr"),
                            "fabricate_sr_screened": fake.metrics.get("rwe_sr_screened"),
                            "fabricate_cohort_valid": fake.metrics.get("cohort_valid")})
-
-
-def _database_ready(manifest: dict[str, Any]) -> bool:
-    """The pool's study database is on the study server and holds the pool's EHR."""
-    from tasks_lib.rwe.cluster import check_study_database, study_server
-
-    server = study_server().model_copy(update={"database": manifest.get("database")})
-    try:
-        check_study_database(server, list(manifest.get("schemas", {}).values()),
-                             manifest.get("ehr_hash", ""))
-    except InputDataError:
-        return False
-    return True
 
 
 RUNNERS = {"imaging": imaging, "challenge": challenge, "medbench": medbench, "rwe": rwe}

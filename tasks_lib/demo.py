@@ -1,7 +1,7 @@
 """What the platform demo (``medflows demo``, :mod:`flows.demo`) shares across its protocols:
 the summary row and table, the per-step progress lines, the offline judge, the reuse of pools
 an earlier demo built, the leaderboard rows behind a headline, and the MedBench submitter's
-scripted answer sheet.
+scripted answer sheet, its download and upload, and whether a pool can be reused.
 
 Nothing here runs a flow; :mod:`flows.demo` composes the flows each protocol's CLI commands call.
 """
@@ -24,6 +24,9 @@ from tasks_lib.settings import get_settings, reset_settings
 
 if TYPE_CHECKING:
     from tasks_lib.report import LeaderboardRow
+
+MEDBENCH_SUBMITTER = "demo"
+"""The submitter the MedBench demo downloads and uploads as."""
 
 Echo = Callable[[str], None]
 """Where progress lines and the summary go (``typer.echo`` on the command line)."""
@@ -169,3 +172,63 @@ def summary_table(rows: list[DemoRow], total_s: float) -> str:
     out += ["", f"total {total_s:.1f} s since the demo started", "", "reports:"]
     out += [f"  {r.protocol:<9} {r.report or '(none: ' + r.headline + ')'}" for r in rows]
     return "\n".join(out)
+
+
+def n_items(pool_url: str) -> int:
+    """Questions of a QA pool version (its public item lines)."""
+    from tasks_lib.storage import Storage
+
+    return len(Storage(pool_url).read_text("public/items.jsonl").splitlines())
+
+
+def upload_again(folder: Path, pool_hash: str) -> Any:
+    """The submission row of the answer sheet an earlier demo wrote for this pool version
+    (uploaded again: the same bytes are the same version); None when there is none or its
+    split can no longer take it (expired, or not in this ledger)."""
+    from tasks_lib.medbench import accounts
+    from tasks_lib.medbench.submissions import store_upload
+
+    sheet, split = folder / "answers.jsonl", folder / "split.json"
+    if not (sheet.is_file() and split.is_file()):
+        return None
+    if json.loads(split.read_text(encoding="utf-8")).get("pool_hash") != pool_hash:
+        return None
+    who = accounts.ensure_submitter(MEDBENCH_SUBMITTER)
+    try:
+        return store_upload(sheet.read_bytes(), str(sheet), who, "1", LONGEST_OPTION).row
+    except InputDataError:  # the split expired or this ledger never issued it
+        return None
+
+
+def download_and_upload(url: str, folder: Path) -> tuple[Any, str]:
+    """``medflows medbench download`` then ``upload`` of a scripted answer sheet; the
+    submission row and what was done."""
+    from tasks_lib.medbench import accounts
+    from tasks_lib.medbench.splits import make_split, split_jsonl, write_images
+    from tasks_lib.medbench.submissions import store_upload
+
+    who = accounts.ensure_submitter(MEDBENCH_SUBMITTER)
+    folder.mkdir(parents=True, exist_ok=True)
+    split = make_split(url, MEDBENCH_SUBMITTER, seed=0,
+                       charge=lambda n: accounts.charge_items(who, n))
+    split_file, sheet = folder / "split.jsonl", folder / "answers.jsonl"
+    split_file.write_text(split_jsonl(split), encoding="utf-8")
+    write_images(split, folder)
+    (folder / "split.json").write_text(split.info.model_dump_json(indent=2), encoding="utf-8")
+    sheet.write_text(scripted_answers(split_file), encoding="utf-8")
+    row = store_upload(sheet.read_bytes(), str(sheet), who, "1", LONGEST_OPTION).row
+    return row, (f"split {split.info.split_id} ({split.info.n_items} items) → {split_file}, "
+                 f"answers → {sheet}")
+
+
+def database_ready(manifest: dict[str, Any]) -> bool:
+    """The pool's study database is on the study server and holds the pool's EHR."""
+    from tasks_lib.rwe.cluster import check_study_database, study_server
+
+    server = study_server().model_copy(update={"database": manifest.get("database")})
+    try:
+        check_study_database(server, list(manifest.get("schemas", {}).values()),
+                             manifest.get("ehr_hash", ""))
+    except InputDataError:
+        return False
+    return True

@@ -107,7 +107,8 @@ def test_imaging_scores_the_classical_baseline(tmp_path: Path, lines: list[str])
 
 
 def test_medbench_upload_is_scored_once_per_sheet(tmp_path: Path, lines: list[str]) -> None:
-    from flows.demo import MEDBENCH_SUBMITTER, medbench
+    from flows.demo import medbench
+    from tasks_lib.demo import MEDBENCH_SUBMITTER
     from tasks_lib.ledger import medbench as ledger
     from tasks_lib.storage import Storage
 
