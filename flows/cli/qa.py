@@ -187,10 +187,20 @@ def score_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
 
 @report_app.command("qa")
 @user_errors(kits=False)
-def report_qa_cmd(pool: str = typer.Option(..., help="Pool root.")) -> None:
-    """Alias of ``medflows report --pool POOL``: write the leaderboard, Pareto frontier and
-    plot of a pool's scored runs; prints the files' URLs."""
-    from flows.cli.runs import leaderboard_report
+def report_qa_cmd(
+    pool: str = typer.Option(..., help="Pool root."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as ``medflows report "
+                                                       "--json`` does (files, rows with "
+                                                       "intervals and tests, pairwise matrix)."),
+) -> None:
+    """Alias of ``medflows report --pool POOL``: write the leaderboard (intervals, paired tests,
+    pairwise matrix), Pareto frontier and plot of a pool's scored runs; prints the files'
+    URLs."""
+    from flows.cli.output import echo_json
+    from flows.cli.runs import leaderboard_report, report_json
 
-    files, _ = leaderboard_report(pool=location(pool))
+    files, board = leaderboard_report(pool=location(pool))
+    if as_json:
+        echo_json(report_json(files, board))
+        return
     typer.echo(files.model_dump_json(indent=2))

@@ -7,6 +7,12 @@ Ranking follows the one rule of every board (:mod:`tasks_lib.report.standing`): 
 ended ``partial`` (cost budget, or > 20 % failed calls) is shown but not ranked; an invalid run
 (refused upload, malformed submission, audit-flagged pool) is not ranked and adds no value to
 any column.
+
+Paired statistics (the other reports' intervals and tests, :mod:`tasks_lib.report.paired`) are
+not computed here, and every row says why (:data:`NO_ITEM_STATISTICS`): the overall is a macro
+over dimensions of task scores, and task scores mix whole-set metrics (F1 from counts, macro
+recall, accuracy over every shuffle of an item), so it is not a mean of per-item outcomes and a
+bootstrap over items would need re-scoring, which a report never does.
 """
 
 from __future__ import annotations
@@ -39,6 +45,13 @@ def _stat(values: list[float]) -> Stat:
                 sd=None if math.isnan(m.sd) else m.sd, n=m.n)
 
 
+NO_ITEM_STATISTICS = ("overall is a macro over dimensions of task scores that can include "
+                      "whole-set metrics (F1 from counts, macro recall, all-shuffle accuracy): "
+                      "not a mean of per-item outcomes, so no bootstrap interval or paired test "
+                      "without re-scoring")
+"""Why a MedBench row has no interval and no paired test."""
+
+
 class AgentRow(Frozen):
     """One agent on one pool version."""
 
@@ -55,6 +68,14 @@ class AgentRow(Frozen):
     ranked: bool = Field(description="False when a replicate is not ranked by the one rule "
                                      "(partial, or invalid).")
     note: str = Field(default="", description="Why not ranked.")
+    ci_low: float | None = Field(default=None, description="Interval of overall (always None "
+                                                           "here: see ci_reason).")
+    ci_high: float | None = Field(default=None, description="Upper end (None: see ci_reason).")
+    ci_reason: str | None = Field(default=None, description="Why there is no interval.")
+    p_value: float | None = Field(default=None, description="Paired test against the next "
+                                                            "ranked agent (None: ci_reason).")
+    p_adjusted: float | None = Field(default=None, description="Holm-adjusted p (None).")
+    significant: bool | None = Field(default=None, description="Holm rejects (None).")
 
 
 class MedBenchReport(Frozen):
@@ -110,8 +131,10 @@ def build_report(pool: str, evaluator_version: str | None = None) -> MedBenchRep
     ranked = sorted((a for a in agents if a.ranked and a.overall.mean is not None),
                     key=lambda a: -(a.overall.mean or 0.0))
     order = {a.agent_id: i + 1 for i, a in enumerate(ranked)}
-    agents = sorted((a.model_copy(update={"rank": order.get(a.agent_id)}) for a in agents),
-                    key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))
+    agents = sorted((a.model_copy(update={
+        "rank": order.get(a.agent_id),
+        "ci_reason": NO_ITEM_STATISTICS if a.overall.mean is not None else None})
+        for a in agents), key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))
     views = kappa_views()
     judged = {t for s in scored for t, g in json.loads(s.score.groups_json).items()
               if "rubric_judge" in g}
@@ -156,6 +179,8 @@ def to_markdown(report: MedBenchReport) -> str:
         drop = "" if v.drop is None else f"−{v.drop:.3f} vs {before}"
         lines.append(f"| {key} | {r.judge_model} | {r.rubric_version} | {r.n} | {r.p_o:.3f} | "
                      f"{kappa} | {r.status} | {drop} |")
+    if any(a.ci_reason for a in report.agents):
+        lines += ["", f"No intervals or paired tests: {NO_ITEM_STATISTICS}."]
     if report.uncalibrated_tasks:
         lines += ["", "Judge scores of uncalibrated tasks: "
                   + ", ".join(report.uncalibrated_tasks)]

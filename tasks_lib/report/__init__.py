@@ -1,20 +1,23 @@
-"""Leaderboards from the ledger alone (never re-scoring): one board whose columns come from the
-score card (:mod:`.board`), one ranking rule (:mod:`.standing`), files (:mod:`.render`), the
-report as plain functions (:mod:`.build`). Prefect artifacts are made by the ``report`` flow
-(flows/report.py) only.
+"""Leaderboards from the ledger (never re-scoring): one board whose columns come from the score
+card (:mod:`.board`), one ranking rule (:mod:`.standing`), paired statistics over the per-case
+values of the stored score cards (:mod:`.paired`), files (:mod:`.render`), the report as plain
+functions (:mod:`.build`). Prefect artifacts are made by the ``report`` flow (flows/report.py)
+only.
 
-The names of :mod:`.render` and :mod:`.build` (pandas, and matplotlib when plotting) load when
-first used, so reading the board (``medflows runs list``) imports no plotting or table library;
-nothing here imports Prefect.
+The names of :mod:`.render`, :mod:`.build` and :mod:`.paired` (pandas, scipy, and matplotlib
+when plotting) load when first used, so reading the board (``medflows runs list``) imports no
+plotting, table or statistics library; nothing here imports Prefect.
 """
 
 from typing import TYPE_CHECKING, Any
 
 from tasks_lib.report.board import (
+    Board,
     LeaderboardRow,
     Scored,
     Stat,
     leaderboard,
+    paired_board,
     scored_runs,
     standings,
 )
@@ -25,12 +28,15 @@ if TYPE_CHECKING:
         Report,
         build_report,
         prefect_api_configured,
+        report_board,
         report_rows,
     )
+    from tasks_lib.report.paired import PairwiseCell
     from tasks_lib.report.render import (
         ReportFiles,
         artifact_markdown,
         flat_record,
+        pairwise_frame,
         plot_png,
         report_name,
         to_frame,
@@ -38,13 +44,16 @@ if TYPE_CHECKING:
         write_report,
     )
 
-_LAZY = {"build": {"Report", "build_report", "prefect_api_configured", "report_rows"},
-         "render": {"ReportFiles", "artifact_markdown", "flat_record", "plot_png", "report_name",
-                    "to_frame", "to_markdown", "write_report"}}
+_LAZY = {"build": {"Report", "build_report", "prefect_api_configured", "report_board",
+                   "report_rows"},
+         "paired": {"PairwiseCell"},
+         "render": {"ReportFiles", "artifact_markdown", "flat_record", "pairwise_frame",
+                    "plot_png", "report_name", "to_frame", "to_markdown", "write_report"}}
 
-__all__ = ["LeaderboardRow", "Report", "ReportFiles", "Scored", "Standing", "Stat",
-           "artifact_markdown", "build_report", "flat_record", "is_ranked", "leaderboard",
-           "plot_png", "pool_flags", "prefect_api_configured", "report_name", "report_rows",
+__all__ = ["Board", "LeaderboardRow", "PairwiseCell", "Report", "ReportFiles", "Scored",
+           "Standing", "Stat", "artifact_markdown", "build_report", "flat_record",
+           "is_ranked", "leaderboard", "paired_board", "pairwise_frame", "plot_png",
+           "pool_flags", "prefect_api_configured", "report_board", "report_name", "report_rows",
            "scored_runs", "standing", "standings", "to_frame", "to_markdown", "write_report"]
 
 

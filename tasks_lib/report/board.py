@@ -1,14 +1,16 @@
 """One leaderboard from the score card, for every track: per (agent, task, tier) the mean ± SE
 over replicates of the task score (named by the card's primary metric), Overall, Agentic and
 S1–S5 where the card has them, every named metric, cost, time and replicates; ranked and Pareto
-flagged per (task, tier) by the one ranking rule (:mod:`tasks_lib.report.standing`)."""
+flagged per (task, tier) by the one ranking rule (:mod:`tasks_lib.report.standing`); each
+credited row with a bootstrap interval over items and each ranked row with a paired test against
+the next ranked row (:mod:`tasks_lib.report.paired`)."""
 
 from __future__ import annotations
 
 import json
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from pydantic import Field
 
@@ -17,6 +19,9 @@ from tasks_lib.domain import Frozen
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import RunRow, ScoreRow
 from tasks_lib.report.standing import Standing, pool_flags, standing
+
+if TYPE_CHECKING:
+    from tasks_lib.report.paired import PairwiseCell
 
 STAGES = ("s1", "s2", "s3", "s4", "s5")
 
@@ -64,6 +69,46 @@ class LeaderboardRow(Frozen):
     ranked: bool = Field(description="Ranked (every replicate valid and complete).")
     unranked_reason: str | None = Field(description="Why the row is not ranked (invalid "
                                                     "replicates name their reason).")
+    ci_low: float | None = Field(default=None, description="Lower end of the task score's "
+                                 "confidence interval: bootstrap over items, clustered by "
+                                 "replicate (method and level: the report's ``statistics``; "
+                                 "None: no interval, see ``ci_reason``, or not credited).")
+    ci_high: float | None = Field(default=None, description="Upper end of that interval.")
+    n_items: int | None = Field(default=None, description="Items the interval resamples.")
+    ci_reason: str | None = Field(default=None, description="Why a credited row has no "
+                                                            "interval.")
+    vs_next_agent: str | None = Field(default=None, description="The next ranked row's agent: "
+                                      "``n_pairs`` … ``significant`` describe this row against "
+                                      "it (None: unranked or the last ranked row).")
+    n_pairs: int | None = Field(default=None, description="Items both rows have (the paired "
+                                                          "test's pairs).")
+    paired_difference: float | None = Field(default=None, description="This row − the next "
+                                            "row: weighted mean difference over the pairs.")
+    test: str | None = Field(default=None, description="mcnemar-exact (0–1 outcomes) | "
+                                                       "paired-permutation.")
+    p_value: float | None = Field(default=None, description="Two-sided p value of the paired "
+                                                            "test against the next row.")
+    p_adjusted: float | None = Field(default=None, description="Holm-adjusted over the "
+                                     "adjacent comparisons of this (task, tier) board.")
+    significant: bool | None = Field(default=None, description="Holm rejects at α: this row and "
+                                     "the next differ (the sign: ``paired_difference``).")
+    test_reason: str | None = Field(default=None, description="Why a ranked row has no test "
+                                                              "against the next.")
+
+
+PAIRED_FIELDS = ("ci_low", "ci_high", "n_items", "ci_reason", "vs_next_agent", "n_pairs",
+                 "paired_difference", "test", "p_value", "p_adjusted", "significant",
+                 "test_reason")
+"""The row's paired-statistics fields (computed from the stored score cards, not the ledger)."""
+
+
+class Board(NamedTuple):
+    """A ranked board with its pairwise matrix."""
+
+    rows: list[LeaderboardRow]
+    """Ranked per (task, tier), intervals and adjacent tests on the rows."""
+    pairwise: list[PairwiseCell]
+    """Every pair of ranked rows per (task, tier) (empty unless asked for)."""
 
 
 class Scored(NamedTuple):
@@ -189,14 +234,27 @@ def _place(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
     return placed + rest
 
 
-def leaderboard(scored: list[Scored]) -> list[LeaderboardRow]:
+def paired_board(scored: list[Scored], matrix: bool = True) -> Board:
     """Mean ± SE over replicates per (agent, task, tier); per (task, tier) rank the ranked rows
-    by mean task score and flag their cost–score Pareto frontier."""
+    by mean task score, flag their cost–score Pareto frontier and add the paired statistics
+    (:func:`tasks_lib.report.paired.board_statistics`; with ``matrix``, every pair)."""
+    from tasks_lib.report.paired import board_statistics  # scipy: loaded on the report path
+
     ranks = standings(scored)
-    groups: dict[tuple[str, str, str], list[Scored]] = {}
+    groups: dict[tuple[str, str], dict[str, list[Scored]]] = {}
     for s in sorted(scored, key=lambda s: (s.run.agent_id, s.run.replicate)):
-        groups.setdefault((s.run.task_id, s.run.tier, s.run.agent_id), []).append(s)
-    boards: dict[tuple[str, str], list[LeaderboardRow]] = {}
-    for (task_id, tier, _), items in sorted(groups.items()):
-        boards.setdefault((task_id, tier), []).append(_group_row(items, ranks))
-    return [row for _, rows in sorted(boards.items()) for row in _place(rows)]
+        groups.setdefault((s.run.task_id, s.run.tier), {}).setdefault(
+            s.run.agent_id, []).append(s)
+    rows: list[LeaderboardRow] = []
+    cells: list[PairwiseCell] = []
+    for _, agents in sorted(groups.items()):
+        placed = _place([_group_row(items, ranks) for _, items in sorted(agents.items())])
+        with_stats, pairs = board_statistics(placed, agents, matrix)
+        rows += with_stats
+        cells += pairs
+    return Board(rows, cells)
+
+
+def leaderboard(scored: list[Scored]) -> list[LeaderboardRow]:
+    """The rows of :func:`paired_board` (intervals and adjacent tests, no pairwise matrix)."""
+    return paired_board(scored, matrix=False).rows

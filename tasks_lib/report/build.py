@@ -15,7 +15,8 @@ import tomllib
 from pathlib import Path
 from typing import NamedTuple
 
-from tasks_lib.report.board import LeaderboardRow, leaderboard, scored_runs
+from tasks_lib.report.board import Board, LeaderboardRow, paired_board, scored_runs
+from tasks_lib.report.paired import PairwiseCell
 from tasks_lib.report.render import ReportFiles, report_name, write_report
 from tasks_lib.scoring import select_runs
 
@@ -28,24 +29,36 @@ class Report(NamedTuple):
     rows: list[LeaderboardRow]
     """The board, ranked per (task, tier)."""
     files: ReportFiles
-    """Where CSV, markdown and plot were written."""
+    """Where CSV, markdown, pairwise matrix and plot were written."""
+    pairwise: list[PairwiseCell]
+    """Every pair of ranked rows per (task, tier), Holm-adjusted per board."""
+
+
+def report_board(task_id: str | None = None, pool: str | None = None,
+                 run_ids: list[str] | None = None, evaluator_version: str | None = None,
+                 matrix: bool = True) -> Board:
+    """The board of the named runs, a pool version's runs, a task's runs or every run, from
+    their newest score rows (or those of ``evaluator_version``), with the paired statistics
+    (with ``matrix``, every pair of ranked rows)."""
+    return paired_board(scored_runs(select_runs(run_ids, task_id, pool), evaluator_version),
+                        matrix)
 
 
 def report_rows(task_id: str | None = None, pool: str | None = None,
                 run_ids: list[str] | None = None, evaluator_version: str | None = None
                 ) -> list[LeaderboardRow]:
-    """The board of the named runs, a pool version's runs, a task's runs or every run, from
-    their newest score rows (or those of ``evaluator_version``)."""
-    return leaderboard(scored_runs(select_runs(run_ids, task_id, pool), evaluator_version))
+    """The rows of :func:`report_board` (intervals and adjacent tests; no matrix)."""
+    return report_board(task_id, pool, run_ids, evaluator_version, matrix=False).rows
 
 
 def build_report(task_id: str | None = None, pool: str | None = None,
                  run_ids: list[str] | None = None, evaluator_version: str | None = None
                  ) -> Report:
-    """:func:`report_rows`, written under ``reports/<name>/`` (CSV, markdown, PNG)."""
-    rows = report_rows(task_id, pool, run_ids, evaluator_version)
+    """:func:`report_board`, written under ``reports/<name>/`` (CSV, markdown, pairwise
+    matrix, PNG)."""
+    rows, pairwise = report_board(task_id, pool, run_ids, evaluator_version)
     name = report_name(task_id, pool, evaluator_version)
-    return Report(name, rows, write_report(rows, name))
+    return Report(name, rows, write_report(rows, name, pairwise), pairwise)
 
 
 def _profile_api_url() -> str | None:

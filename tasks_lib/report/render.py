@@ -1,6 +1,8 @@
 """The leaderboard as files: a flat CSV, one markdown table per (task, tier) whose columns are
 the score cards' (the primary metric by its real name, Overall, S1–S5, named metrics, cost,
-time, replicates; unranked rows with their reason and no values), and the cost–score plot.
+time, replicates; unranked rows with their reason and no values; the interval and the mark
+against the next row, with a legend), the pairwise matrix (JSON and CSV) and the cost–score
+plot.
 
 Nothing here imports Prefect: the ``report`` flow (flows/report.py) turns the same rows and
 files into Prefect artifacts (:func:`flat_record` rows, :func:`artifact_markdown`)."""
@@ -14,8 +16,10 @@ from itertools import groupby
 import pandas as pd
 from pydantic import Field
 
+from evaluators.significance import DEFAULT
 from tasks_lib.domain import Frozen
 from tasks_lib.report.board import STAGES, LeaderboardRow, Stat
+from tasks_lib.report.paired import PairwiseCell, better_than_next
 from tasks_lib.storage import Storage
 
 EMPTY = "—"
@@ -28,6 +32,19 @@ class ReportFiles(Frozen):
     csv: str = Field(description="leaderboard.csv URL.")
     markdown: str = Field(description="leaderboard.md URL.")
     plot: str = Field(description="cost_accuracy.png URL.")
+    pairwise_json: str | None = Field(default=None, description="pairwise.json URL: every pair "
+                                      "of ranked rows per (task, tier), with the settings.")
+    pairwise_csv: str | None = Field(default=None, description="pairwise.csv URL (the same "
+                                                               "cells, flat).")
+
+
+LEGEND = (f"[low, high]: {DEFAULT.ci_level:.0%} bootstrap percentile interval of the task score "
+          f"over items ({DEFAULT.n_resamples:,} resamples, seed {DEFAULT.seed}; replicates "
+          "averaged within items). `*`: significantly better than the next ranked row (paired "
+          "test on the items both have: exact McNemar for 0–1 outcomes, else paired "
+          f"permutation; Holm over this table's adjacent pairs, α = {DEFAULT.alpha}). p vs "
+          "next: that Holm-adjusted p value.")
+"""The line under every board saying what the interval and the mark are."""
 
 
 def _flat(stats: dict[str, Stat], prefix: str) -> dict[str, float | None]:
@@ -67,6 +84,15 @@ def _stat(s: Stat | None) -> str:
     return EMPTY if s is None else _num(s.mean, s.se)
 
 
+def _score(r: LeaderboardRow) -> str:
+    """Task score (± SE over replicates), its interval, and ``*`` when the row is significantly
+    better than the next ranked row."""
+    text = _num(r.task_score, r.task_score_se)
+    if r.ci_low is not None and r.ci_high is not None:
+        text += f" [{r.ci_low:.4g}, {r.ci_high:.4g}]"
+    return text + (" *" if better_than_next(r.significant, r.paired_difference) else "")
+
+
 def _board(rows: list[LeaderboardRow]) -> list[str]:
     """One markdown table: the columns the rows' cards have."""
     primary = rows[0].primary_metric or "task score"
@@ -75,28 +101,45 @@ def _board(rows: list[LeaderboardRow]) -> list[str]:
     extra = ["Overall"] if any(r.overall for r in rows) else []
     head = ["#", "agent", "model", "method", primary, *extra, *(s.upper() for s in stages),
             *names, "coverage", "cost/run (USD)", "cost/item (USD)", "s/item", "wall s",
-            "reps", "Pareto", "not ranked because"]
+            "reps", "Pareto", "p vs next", "not ranked because"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
-        cells = [str(r.rank or EMPTY), r.agent_id, r.model, r.method,
-                 _num(r.task_score, r.task_score_se),
+        cells = [str(r.rank or EMPTY), r.agent_id, r.model, r.method, _score(r),
                  *([_stat(r.overall)] if extra else []),
                  *(_stat(r.stages.get(s)) for s in stages),
                  *(_stat(r.metrics.get(n)) for n in names),
                  EMPTY if r.coverage is None else f"{100 * r.coverage:.0f}%",
                  _num(r.cost_per_run_usd), _num(r.cost_per_item_usd), _num(r.mean_time_s),
                  _num(r.wall_time_s), str(r.n_replicates), "★" if r.pareto else "",
+                 EMPTY if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
                  (r.unranked_reason or "").replace("|", "/")]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
+def _missing(rows: list[LeaderboardRow]) -> list[str]:
+    """Why a credited row has no interval or a ranked row no test."""
+    notes = [f"- {r.agent_id}: no interval: {r.ci_reason}" for r in rows if r.ci_reason]
+    notes += [f"- {r.agent_id}: no test against {r.vs_next_agent}: {r.test_reason}"
+              for r in rows if r.test_reason]
+    return [*notes, ""] if notes else []
+
+
 def to_markdown(rows: list[LeaderboardRow]) -> str:
-    """One table per (task, tier), ranked rows first; an unranked row shows its reason."""
+    """One table per (task, tier), ranked rows first; an unranked row shows its reason; under
+    each table the legend of the interval and the mark, and why any row has neither."""
     out: list[str] = []
-    for (task_id, tier), board in groupby(rows, key=lambda r: (r.task_id, r.tier)):
-        out += [f"## {task_id} · {tier}", "", *_board(list(board)), ""]
+    for (task_id, tier), group in groupby(rows, key=lambda r: (r.task_id, r.tier)):
+        board = list(group)
+        out += [f"## {task_id} · {tier}", "", *_board(board), "", LEGEND, "",
+                *_missing(board)]
     return "\n".join(out)
+
+
+def pairwise_frame(cells: list[PairwiseCell]) -> pd.DataFrame:
+    """The pairwise matrix flat: one line per pair of ranked rows of a (task, tier)."""
+    return pd.DataFrame.from_records([c.model_dump() for c in cells],
+                                     columns=list(PairwiseCell.model_fields))
 
 
 def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
@@ -132,10 +175,16 @@ def plot_png(rows: list[LeaderboardRow], title: str) -> bytes:
     return buf.getvalue()
 
 
-def write_report(rows: list[LeaderboardRow], name: str) -> ReportFiles:
-    """Write CSV, markdown and PNG under ``reports/<name>/`` in the storage root."""
+def write_report(rows: list[LeaderboardRow], name: str,
+                 pairwise: list[PairwiseCell] | None = None) -> ReportFiles:
+    """Write CSV, markdown, the pairwise matrix (JSON with the statistics' settings, CSV) and
+    PNG under ``reports/<name>/`` in the storage root."""
     out = Storage.from_settings().child(f"reports/{name}")
+    cells = pairwise or []
     return ReportFiles(
+        pairwise_json=out.write_json("pairwise.json", {
+            "statistics": DEFAULT.model_dump(), "cells": [c.model_dump() for c in cells]}),
+        pairwise_csv=out.write_text("pairwise.csv", pairwise_frame(cells).to_csv(index=False)),
         csv=out.write_text("leaderboard.csv", to_frame(rows).to_csv(index=False)),
         markdown=out.write_text("leaderboard.md",
                                 f"# Leaderboard — {name}\n\n{to_markdown(rows)}"),
@@ -146,7 +195,9 @@ def write_report(rows: list[LeaderboardRow], name: str) -> ReportFiles:
 def artifact_markdown(rows: list[LeaderboardRow], name: str, files: ReportFiles) -> str:
     """The report's markdown artifact: the tables and links to the files."""
     return (f"# Report — {name}\n\n{to_markdown(rows)}\n\nFiles:\n\n- [CSV]({files.csv})\n"
-            f"- [markdown]({files.markdown})\n- [plot (PNG)]({files.plot})\n")
+            f"- [markdown]({files.markdown})\n- [plot (PNG)]({files.plot})\n"
+            f"- [pairwise tests (JSON)]({files.pairwise_json})\n"
+            f"- [pairwise tests (CSV)]({files.pairwise_csv})\n")
 
 
 def report_name(task_id: str | None, pool: str | None, evaluator_version: str | None) -> str:

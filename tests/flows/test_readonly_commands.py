@@ -131,7 +131,9 @@ def test_report_json_writes_the_board_without_prefect(tmp_path: Path) -> None:
     folder = tmp_path / "storage" / "reports" / TASK
     assert got["files"] == {"csv": str(folder / "leaderboard.csv"),
                             "markdown": str(folder / "leaderboard.md"),
-                            "plot": str(folder / "cost_accuracy.png")}
+                            "plot": str(folder / "cost_accuracy.png"),
+                            "pairwise_json": str(folder / "pairwise.json"),
+                            "pairwise_csv": str(folder / "pairwise.csv")}
     markdown = (folder / "leaderboard.md").read_text()
     assert markdown.startswith(f"# Leaderboard — {TASK}\n") and f"## {TASK} · lite" in markdown
     assert "| 1 | a | a | zero_shot | 0.7 ± 0.1 |" in markdown and INVALID in markdown
