@@ -11,7 +11,7 @@ from flows.cli.output import echo_json, json_text
 from tasks_lib.errors import InputDataError
 
 if TYPE_CHECKING:
-    from tasks_lib.report import LeaderboardRow, ReportFiles
+    from tasks_lib.report import Board, ReportFiles
 
 
 @score_app.command("run")
@@ -73,21 +73,31 @@ def runs_list_cmd(
 
 
 def leaderboard_report(task: str | None = None, pool: str | None = None,
-                       evaluator_version: str | None = None) -> tuple[ReportFiles,
-                                                                      list[LeaderboardRow]]:
-    """Write the report of ``task``'s or ``pool``'s runs and return its files and rows: through
-    the ``report`` flow when a Prefect API is configured (the run and its artifacts are
-    recorded there), else directly, with no Prefect (a report is read-only: nothing starts a
-    server for it)."""
-    from tasks_lib.report.build import build_report, prefect_api_configured, report_rows
+                       evaluator_version: str | None = None) -> tuple[ReportFiles, Board]:
+    """Write the report of ``task``'s or ``pool``'s runs and return its files and board (rows
+    and pairwise matrix): through the ``report`` flow when a Prefect API is configured (the run
+    and its artifacts are recorded there), else directly, with no Prefect (a report is
+    read-only: nothing starts a server for it)."""
+    from tasks_lib.report import Board
+    from tasks_lib.report.build import build_report, prefect_api_configured, report_board
 
     if prefect_api_configured():
         from flows.report import report
 
         files = report(task_id=task, pool=pool, evaluator_version=evaluator_version)
-        return files, report_rows(task, pool, evaluator_version=evaluator_version)
+        return files, report_board(task, pool, evaluator_version=evaluator_version)
     built = build_report(task, pool, evaluator_version=evaluator_version)
-    return built.files, built.rows
+    return built.files, Board(built.rows, built.pairwise)
+
+
+def report_json(files: ReportFiles, board: Board) -> dict[str, object]:
+    """``report --json``: the files, the rows, the pairwise matrix and how the intervals and
+    tests were computed."""
+    from evaluators.significance import DEFAULT
+
+    return {"files": files.model_dump(), "rows": [r.model_dump() for r in board.rows],
+            "pairwise": [c.model_dump() for c in board.pairwise],
+            "statistics": DEFAULT.model_dump()}
 
 
 @report_app.callback()
@@ -100,17 +110,30 @@ def report_cmd(
     evaluator_version: str = typer.Option(
         None, help="Use the score rows of this evaluator version (default: each run's newest)."),
     as_json: bool = typer.Option(False, "--json", help="Print the leaderboard rows as JSON."),
+    html: str = typer.Option(None, "--html", metavar="DIR",
+                             help="Also write the pages of these runs (leaderboards, run "
+                                  "viewer) as a static site in DIR (docs/web.md)."),
 ) -> None:
     """The one leaderboard of any track's runs, from the ledger alone (never re-scores): the
     score card's columns (task score by its metric's name, Overall, S1–S5, named metrics, cost,
-    time, replicates, mean ± SE), ranking and Pareto frontier per (task, tier); an invalid run
-    is shown with its reason, unranked and uncredited. CSV, markdown, plot; recorded as a
+    time, replicates, mean ± SE), a bootstrap interval over items per row, a paired test against
+    the next row (Holm-adjusted) and the pairwise matrix, ranking and Pareto frontier per
+    (task, tier); an invalid run is shown with its reason, unranked and uncredited. CSV,
+    markdown, pairwise JSON/CSV, plot; recorded as a
     ``report`` flow run with artifacts when a Prefect API is configured (no server is started
     for a report). ``report qa | medbench | rwe`` are kept as aliases (per-protocol views)."""
     if ctx.invoked_subcommand is not None:
         return
-    files, rows = leaderboard_report(task, location(pool) if pool else None, evaluator_version)
+    files, board = leaderboard_report(task, location(pool) if pool else None, evaluator_version)
+    site = None
+    if html:
+        from tasks_lib.web.site import write_site
+
+        site = write_site(html, task, location(pool) if pool else None,
+                          evaluator_version=evaluator_version).index_page
     if as_json:
-        echo_json({"files": files.model_dump(), "rows": [r.model_dump() for r in rows]})
+        echo_json({**report_json(files, board), **({"site": str(site)} if site else {})})
         return
     echo_json(files)
+    if site:
+        typer.echo(f"site: {site}")

@@ -56,6 +56,7 @@ from tasks_lib.medbench.submissions import (
     view,
 )
 from tasks_lib.rotation import subset_pool
+from tasks_lib.web.routes import web_router
 
 MAX_UPLOAD_BYTES = 32 * 1024 * 1024
 """Largest predictions body accepted (413 above)."""
@@ -211,6 +212,8 @@ def create_app(score: Scorer, default_pool: str | None = None,
     @app.get("/v1/health")
     def health() -> dict[str, str]:
         return {"status": "ok"}
+
+    app.include_router(web_router())  # the HTML pages (docs/web.md)
 
     @app.post("/v1/submitters", status_code=201)
     def add_submitter(body: NewSubmitter, who: Caller) -> accounts.IssuedKey:
