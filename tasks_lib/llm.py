@@ -40,7 +40,7 @@ from typing import Any, Protocol
 from pydantic import Field
 
 from tasks_lib.domain import Frozen
-from tasks_lib.llm_cache import CallCache, call_key
+from tasks_lib.llm_cache import CallCache, call_key, note_call
 from tasks_lib.llm_limits import connection_limit, estimate_tokens, rate_limit, with_backoff
 from tasks_lib.llm_scope import CallScope, active_scope
 from tasks_lib.llm_singleflight import SingleFlight
@@ -204,6 +204,7 @@ class LiteLLMCompletion:
         if self.cache is None:
             reply = self._ask(model, sent, params)
         else:
+            note_call(key)
             cache = self.cache
             flown = _FLIGHTS.run((cache.storage.root_url, key),
                                  lambda: self._through_cache(cache, key, model, sent, params))

@@ -8,6 +8,12 @@ Values live at ``llm-cache/<k[:2]>/<k>.json`` below the storage root (local fold
 Writers of the same key write the same bytes; on a local folder each writes a private temporary
 file and renames it into place (atomic on POSIX), on object stores a PUT is atomic. A reader that
 finds an unreadable or invalid file treats it as a miss (and says so in the log), never as a reply.
+
+Which entries a run used is recorded beside the run (:func:`call_journal`,
+:func:`write_journal`): ``runs/<run_id>/calls/<part>.txt``, one key per line, one file per
+execute step that called a model (a chunk of items, a research cell), so a replay capsule
+(:mod:`tasks_lib.capsule`) carries exactly those entries and the run re-executes from them
+offline.
 """
 
 from __future__ import annotations
@@ -17,7 +23,9 @@ import json
 import logging
 import os
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, TypeVar
 
 from fsspec.implementations.local import LocalFileSystem
@@ -36,8 +44,12 @@ TRANSPORT_PARAMS = frozenset({
 })
 """Call parameters that say how a request travels, not what it asks: excluded from the key."""
 
+CALLS = "calls"
+"""Folder below a run (``runs/<run_id>/calls/``) listing the cache keys its model calls used."""
+
 log = logging.getLogger(__name__)
 M = TypeVar("M", bound=BaseModel)
+_JOURNAL: ContextVar[set[str] | None] = ContextVar("medflows_call_journal", default=None)
 
 
 def call_key(model: str, messages: Sequence[Mapping[str, Any]], params: Mapping[str, Any],
@@ -118,3 +130,36 @@ class CallCache:
 
     def __repr__(self) -> str:
         return f"CallCache({self.storage.root_url!r})"
+
+
+@contextmanager
+def call_journal() -> Iterator[set[str]]:
+    """Collect the cache keys of the model calls made inside the block (in this thread and in
+    threads started with a copy of its context: item workers, :func:`~tasks_lib.llm_scope.
+    gather` branches); the set is filled as calls are made."""
+    keys: set[str] = set()
+    token = _JOURNAL.set(keys)
+    try:
+        yield keys
+    finally:
+        _JOURNAL.reset(token)
+
+
+def note_call(key: str) -> None:
+    """Add ``key`` to the innermost open :func:`call_journal` (none open: nothing)."""
+    keys = _JOURNAL.get()
+    if keys is not None:
+        keys.add(key)
+
+
+def write_journal(run_folder: Storage, part: str, keys: set[str]) -> None:
+    """Store ``keys`` as ``calls/<part>.txt`` below a run folder (no keys: nothing written)."""
+    if keys:
+        run_folder.write_text(f"{CALLS}/{part}.txt", "".join(f"{k}\n" for k in sorted(keys)))
+
+
+def read_journal(run_folder: Storage) -> list[str]:
+    """Every cache key a run's journal files list, sorted and deduplicated."""
+    keys = {line.strip() for name in run_folder.list(CALLS) if name.endswith(".txt")
+            for line in run_folder.read_text(name).splitlines() if line.strip()}
+    return sorted(keys)

@@ -46,6 +46,7 @@ def main() -> None:
         check_kit_modules()
     from flows.cli import audit as audit
     from flows.cli import build as build
+    from flows.cli import capsule as capsule
     from flows.cli import challenge as challenge
     from flows.cli import demo as demo
     from flows.cli import execute as execute

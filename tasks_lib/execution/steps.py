@@ -28,7 +28,8 @@ from tasks_lib.caching import IO_RETRIES, cached
 from tasks_lib.execution.environment import Budgets, ChunkResult, ItemEnvironment, Planned
 from tasks_lib.item_runner import RunLimits, StopReason
 from tasks_lib.llm import CallOptions
-from tasks_lib.records import RunRecord
+from tasks_lib.llm_cache import call_journal, write_journal
+from tasks_lib.records import RunRecord, run_store
 from tasks_lib.scoring import record_run
 
 
@@ -53,7 +54,10 @@ def execute_chunk(env: ItemEnvironment, agent: AgentSpec, replicate: int, start:
                            stopped=previous.stopped or StopReason.BUDGET, run_cost_usd=spent)
     deadline = None if deadline_at is None else time.monotonic() + (deadline_at - time.time())
     limits = RunLimits(deadline=deadline, max_cost_usd=max_cost_usd, spent_usd=spent or 0.0)
-    return env.run_chunk(agent, replicate, start, stop, limits, options or CallOptions())
+    with call_journal() as used:
+        result = env.run_chunk(agent, replicate, start, stop, limits, options or CallOptions())
+    write_journal(run_store(result.run_id), f"chunk-{start:06d}", used)
+    return result
 
 
 def chunk_step(env: ItemEnvironment, agent: AgentSpec) -> Any:

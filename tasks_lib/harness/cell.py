@@ -33,6 +33,7 @@ from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
+from tasks_lib.llm_cache import call_journal, write_journal
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
     SandboxBackend,
@@ -221,8 +222,9 @@ def execute_cell(plan: CellPlan, env: Environment) -> Execution:
     """Run the agent in a fresh workspace within its environment, then store its trace and
     submission.
 
-    Writes ``trace/{conversation.json, trace.jsonl, workspace.json, plan.md}`` and
-    ``submission/`` (empty when the agent wrote none); the run record is the caller's. Every
+    Writes ``trace/{conversation.json, trace.jsonl, workspace.json, plan.md}``,
+    ``submission/`` (empty when the agent wrote none) and ``calls/cell.txt`` (the call-cache
+    keys of the agent's model calls, if it made any); the run record is the caller's. Every
     host read of the agent's files is bounded (:class:`~tasks_lib.sandbox.base.HostLimits`); a
     host step that still fails on them makes the run invalid with the reason, never loses it.
     The run holds a lease (:mod:`tasks_lib.sandbox.lease`) on its workspace and sandbox
@@ -236,7 +238,9 @@ def execute_cell(plan: CellPlan, env: Environment) -> Execution:
         completed = False
         try:
             try:
-                execution, source = _run_agent(plan, env, recorder, lease)
+                with call_journal() as used:
+                    execution, source = _run_agent(plan, env, recorder, lease)
+                write_journal(runs_store().child(plan.run_id), "cell", used)
             finally:
                 recorder.write_conversation(plan)
             execution = _store_outputs(plan, recorder, execution, source)
