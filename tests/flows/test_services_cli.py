@@ -76,6 +76,7 @@ def test_a_local_server_is_reused_and_an_rwe_command_stops_its_cluster(tmp_path:
         assert "stopped" in _run(env, "server", "stop").stdout
         assert not alive(server["pid"])
         assert _json(env, "services", "status", "--json") == {"services": []}
+        assert _run(env, "server", "status").stdout == "nothing running\n"
         assert (tmp_path / "prefect-home" / "prefect.db").is_file()  # the runs are kept
     finally:
         for pid in pids:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import time
 from pathlib import Path
 
 import psycopg2
@@ -20,7 +19,6 @@ from tasks_lib.rwe import load
 from tasks_lib.rwe.types import FieldType, load_study_pool
 from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.ehr_db import loaded_db, require_server
-from tests.tasks_lib.rwe.pool_support import study_cluster
 
 
 def test_bad_database_settings_are_one_error_line(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -105,21 +103,3 @@ def test_construct_flow_publishes_audits_and_ledgers(tmp_path: Path) -> None:
     assert not report.clean and not leak.passed
     assert any("mimiciv_derived.gold.value" in e for e in leak.evidence)
     assert any("comments" in e for e in leak.evidence)
-
-
-@pytest.mark.slow
-@pytest.mark.usefixtures("prefect_harness")
-def test_full_build_20k_from_the_cli(tmp_path: Path) -> None:
-    """``medflows pool build rwe --json`` at 20,000 patients, all studies (timed)."""
-    study_cluster()  # no URL flag: the study server (the test cluster)
-    start = time.perf_counter()
-    res = CliRunner().invoke(app, ["pool", "build", "rwe", "--seed", "0",
-                                   "--out", str(tmp_path / "pool"), "--pool-id", "rwe-20k",
-                                   "--json"])
-    elapsed = time.perf_counter() - start
-    assert res.exit_code == 0, res.output
-    summary = json.loads(res.output)
-    assert len(summary["studies"]) >= 8 and summary["n_patients"] == 20000
-    assert len(summary["content_hash"]) == 64 and len(summary["ehr_hash"]) == 64
-    print(f"20k build: {elapsed:.1f} s total, {summary['seconds']}")
-    assert summary["seconds"]["generate"] + summary["seconds"]["load"] < 120
