@@ -74,20 +74,22 @@ def to_frame(rows: list[LeaderboardRow]) -> pd.DataFrame:
     return pd.DataFrame.from_records([flat_record(r) for r in rows])
 
 
-def _num(value: float | None, se: float | None = None) -> str:
+def num_text(value: float | None, se: float | None = None) -> str:
+    """A board cell: 4 significant digits, `` ± SE`` when given, ``—`` for no value."""
     if value is None:
         return EMPTY
     return f"{value:.4g}" + ("" if se is None else f" ± {se:.2g}")
 
 
-def _stat(s: Stat | None) -> str:
-    return EMPTY if s is None else _num(s.mean, s.se)
+def stat_text(s: Stat | None) -> str:
+    """A mean ± SE cell (``—`` for none)."""
+    return EMPTY if s is None else num_text(s.mean, s.se)
 
 
 def _score(r: LeaderboardRow) -> str:
     """Task score (± SE over replicates), its interval, and ``*`` when the row is significantly
     better than the next ranked row."""
-    text = _num(r.task_score, r.task_score_se)
+    text = num_text(r.task_score, r.task_score_se)
     if r.ci_low is not None and r.ci_high is not None:
         text += f" [{r.ci_low:.4g}, {r.ci_high:.4g}]"
     return text + (" *" if better_than_next(r.significant, r.paired_difference) else "")
@@ -105,12 +107,13 @@ def _board(rows: list[LeaderboardRow]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in rows:
         cells = [str(r.rank or EMPTY), r.agent_id, r.model, r.method, _score(r),
-                 *([_stat(r.overall)] if extra else []),
-                 *(_stat(r.stages.get(s)) for s in stages),
-                 *(_stat(r.metrics.get(n)) for n in names),
+                 *([stat_text(r.overall)] if extra else []),
+                 *(stat_text(r.stages.get(s)) for s in stages),
+                 *(stat_text(r.metrics.get(n)) for n in names),
                  EMPTY if r.coverage is None else f"{100 * r.coverage:.0f}%",
-                 _num(r.cost_per_run_usd), _num(r.cost_per_item_usd), _num(r.mean_time_s),
-                 _num(r.wall_time_s), str(r.n_replicates), "★" if r.pareto else "",
+                 num_text(r.cost_per_run_usd), num_text(r.cost_per_item_usd),
+                 num_text(r.mean_time_s), num_text(r.wall_time_s), str(r.n_replicates),
+                 "★" if r.pareto else "",
                  EMPTY if r.p_adjusted is None else f"{r.p_adjusted:.2g}",
                  (r.unranked_reason or "").replace("|", "/")]
         lines.append("| " + " | ".join(cells) + " |")

@@ -18,9 +18,9 @@ from urllib.parse import quote
 
 import jinja2
 
-from tasks_lib.report.board import STAGES, LeaderboardRow, Stat
+from tasks_lib.report.board import STAGES, LeaderboardRow
+from tasks_lib.report.render import EMPTY, num_text, stat_text
 
-EMPTY = "—"
 SAFE_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._@+=~-]{0,199}")
 """Ids that are page file names as they are (every id medflows makes)."""
 STYLE = "style.css"
@@ -44,16 +44,6 @@ def page_path(kind: str, *parts: str | int) -> str:
 def is_safe_id(value: str) -> bool:
     """``value`` is a page file name as it is (no quoting, no path separator)."""
     return SAFE_ID.fullmatch(value) is not None
-
-
-def _num(value: float | None, se: float | None = None) -> str:
-    if value is None:
-        return EMPTY
-    return f"{value:.4g}" + ("" if se is None else f" ± {se:.2g}")
-
-
-def _stat(s: Stat | None) -> str:
-    return EMPTY if s is None else _num(s.mean, s.se)
 
 
 def _pct(value: float | None) -> str:
@@ -119,7 +109,7 @@ def environment() -> jinja2.Environment:
     env = jinja2.Environment(loader=jinja2.PackageLoader("tasks_lib.web", "templates"),
                              autoescape=True, undefined=jinja2.StrictUndefined,
                              trim_blocks=True, lstrip_blocks=True)
-    env.filters.update(num=_num, stat=_stat, pct=_pct, when=_time)
+    env.filters.update(num=num_text, stat=stat_text, pct=_pct, when=_time)
     env.globals.update(page_path=page_path, interval=_interval, versus=_versus, mark=_mark,
                        no_interval=_no_interval,
                        board_columns=board_columns, getattr=getattr, EMPTY=EMPTY)
