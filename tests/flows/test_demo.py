@@ -1,6 +1,8 @@
-"""``medflows demo``: each protocol's demo on a storage root and ledger of its own, checked against
-numbers computed here from the raw data (recorded answers, golden baselines, the challenge's
-human leaderboard, the pool's references); a second run reuses what the first built."""
+"""``medflows demo``: each protocol's demo, checked against numbers computed here from the raw data
+(recorded answers, golden baselines, the challenge's human leaderboard, the pool's references); a
+second run reuses what the first built. The tests share one storage root and ledger (the demo's
+own ``.medflows``, as a user's re-runs do): the per-protocol tests build the pools, the all-five
+run reuses them and builds RWE's."""
 
 from __future__ import annotations
 
@@ -22,6 +24,12 @@ if TYPE_CHECKING:
     from tasks_lib.demo import Progress
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
+
+
+@pytest.fixture(scope="module")
+def root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The demo's storage root and ledger folder, shared by the module's tests."""
+    return tmp_path_factory.mktemp("demo-root")
 
 
 @pytest.fixture
@@ -62,24 +70,24 @@ def _expected_best(manifest: dict[str, object]) -> tuple[float, int]:
     return best, len(answers)
 
 
-def test_qa_replay_ranks_the_recorded_answers(tmp_path: Path, lines: list[str],
+def test_qa_replay_ranks_the_recorded_answers(root: Path, lines: list[str],
                                               capsys: pytest.CaptureFixture[str]) -> None:
     from flows.cli.demo import _qa_leaderboard
     from flows.demo import qa
     from tasks_lib.storage import Storage
 
-    with own_storage_and_ledger(tmp_path):
-        row = qa(_progress("qa", lines), per_dataset=5, datasets=["medbullets"])
+    with own_storage_and_ledger(root):
+        row = qa(_progress("qa", lines), per_dataset=5)  # the all-five run's pool
         assert row.report and Path(row.report).is_file()
-        pool = tmp_path / "storage" / "pools" / "medagentsbench-hard-demo" / "v1"
+        pool = root / "storage" / "pools" / "medagentsbench-hard-demo" / "v1"
         assert row.pool == str(pool)
         manifest = Storage(str(pool)).read_json("manifest.json")
         best, agents = _expected_best(manifest)
         assert row.scores["best"] == pytest.approx(best)
         assert row.scores["agents"] == agents == 37
-        assert "5 hard questions" in row.what and "built" in lines[0]
+        assert "15 hard questions" in row.what and "built" in lines[0]
 
-        again = qa(_progress("qa", lines), per_dataset=5, datasets=["medbullets"])
+        again = qa(_progress("qa", lines), per_dataset=5)
         assert lines[4].split("pool: ")[1].startswith("reused")
         assert again.scores == row.scores
 
@@ -89,32 +97,32 @@ def test_qa_replay_ranks_the_recorded_answers(tmp_path: Path, lines: list[str],
     assert f"{agents} (model, method) agents scored on pool {pool}\n" in shown
 
 
-def test_imaging_scores_the_classical_baseline(tmp_path: Path, lines: list[str]) -> None:
+def test_imaging_scores_the_classical_baseline(root: Path, lines: list[str]) -> None:
     from flows.demo import imaging
 
     golden = json.loads((PROJECT_ROOT / "tests" / "golden" / "imaging_baselines.json")
                         .read_text())["ldct-denoise"]["classical"]["metrics"]
-    with own_storage_and_ledger(tmp_path):
+    with own_storage_and_ledger(root):
         row = imaging(_progress("imaging", lines))
         assert row.scores == pytest.approx(golden)
         board = Path(row.report or "").read_text()
         assert "| 1 | upload:ldct-denoise-classical | upload |  | 0.9126 [" in board  # + its CI
-        assert len(list((tmp_path / "demo" / "imaging" / "ldct-denoise-classical").iterdir())) == 8
+        assert len(list((root / "demo" / "imaging" / "ldct-denoise-classical").iterdir())) == 8
         again = imaging(_progress("imaging", lines))
         assert "reused" in lines[4] and again.scores == row.scores
         run_ids = [line.split("run ")[1].split()[0] for line in lines if "upload mode" in line]
         assert len(run_ids) == 2 and run_ids[0] == run_ids[1]  # the same folder: the same run
 
 
-def test_medbench_upload_is_scored_once_per_sheet(tmp_path: Path, lines: list[str]) -> None:
+def test_medbench_upload_is_scored_once_per_sheet(root: Path, lines: list[str]) -> None:
     from flows.demo import medbench
     from tasks_lib.demo import MEDBENCH_SUBMITTER
     from tasks_lib.ledger import medbench as ledger
     from tasks_lib.storage import Storage
 
-    with own_storage_and_ledger(tmp_path):
+    with own_storage_and_ledger(root):
         row = medbench(_progress("medbench", lines))
-        pool = Storage(str(tmp_path / "storage" / "pools" / "medbench-demo" / "v1"))
+        pool = Storage(str(root / "storage" / "pools" / "medbench-demo" / "v1"))
         refs = list(pool.read_jsonl("private/references.jsonl"))
         boxes = [r for r in refs if r["task_id"] == "lesion-boxes"]
         # The sheet leaves every box list empty: IoU-set credits exactly the empty references.
@@ -123,8 +131,8 @@ def test_medbench_upload_is_scored_once_per_sheet(tmp_path: Path, lines: list[st
         assert row.scores["HSE"] == 0.0  # "I do not know." covers no key point
         dims = {k: v or 0.0 for k, v in row.scores.items() if k != "overall"}
         assert row.scores["overall"] == pytest.approx(sum(dims.values()) / len(dims))
-        split = (tmp_path / "demo" / "medbench" / "split.jsonl").read_text().splitlines()
-        sheet = (tmp_path / "demo" / "medbench" / "answers.jsonl").read_text().splitlines()
+        split = (root / "demo" / "medbench" / "split.jsonl").read_text().splitlines()
+        sheet = (root / "demo" / "medbench" / "answers.jsonl").read_text().splitlines()
         assert len(split) == len(sheet) == len(refs)
         secrets = [r["text"] for r in refs if r["answer_type"] == "open_ended"]
         assert secrets and not any(text in "".join(split) for text in secrets)
@@ -135,13 +143,13 @@ def test_medbench_upload_is_scored_once_per_sheet(tmp_path: Path, lines: list[st
 
 
 def test_a_challenge_without_sandbox_is_skipped_with_the_reason(
-        tmp_path: Path, lines: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, lines: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from flows.challenge import construct_challenge
     from flows.demo import CHALLENGE, challenge
     from tasks_lib.demo import summary_table
 
     found = shutil.which
-    with own_storage_and_ledger(tmp_path):
+    with own_storage_and_ledger(root):
         construct_challenge(CHALLENGE)
         monkeypatch.setattr(shutil, "which",
                             lambda name, *a, **k: None if name == "bwrap" else found(name, *a, **k))
@@ -200,14 +208,14 @@ def own_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap sandbox not installed")
-def test_every_protocol_then_rwe_again(tmp_path: Path, own_cluster: Path,
+def test_every_protocol_then_rwe_again(root: Path, own_cluster: Path,
                                        lines: list[str]) -> None:
     from flows.demo import PROTOCOLS, run_demo
     from tasks_lib.demo import summary_table
     from tasks_lib.rwe.cluster import default_cluster
     from tasks_lib.service_scope import command_scope
 
-    with own_storage_and_ledger(tmp_path), command_scope(["demo"]):
+    with own_storage_and_ledger(root), command_scope(["demo"]):
         rows = run_demo(list(PROTOCOLS), lines.append, per_dataset=5)
         assert [r.protocol for r in rows] == list(PROTOCOLS)
         assert all(r.report and Path(r.report).is_file() for r in rows)
@@ -222,7 +230,7 @@ def test_every_protocol_then_rwe_again(tmp_path: Path, own_cluster: Path,
                                     "fabricate_cohort_valid": 0.0}
         assert "fabricated_ids" in by["rwe"].headline
     assert default_cluster().pid() is None  # the command started it and stopped it
-    with own_storage_and_ledger(tmp_path):
+    with own_storage_and_ledger(root):
         table = summary_table(rows, 1.0)
         assert all(f"| {p}" in table and str(by[p].report) in table for p in PROTOCOLS)
 
