@@ -145,6 +145,9 @@ class SandboxSpec(Frozen):
     limits: ResourceLimits = Field(default_factory=ResourceLimits,
                                    description="Resource limits of each execution.")
     env: dict[str, str] = Field(default_factory=dict, description="Extra environment (no secrets).")
+    launcher: list[str] = Field(
+        default_factory=list, description="argv run inside, in front of every command, that "
+        "ends by exec'ing it (e.g. the model proxy's loopback forwarder, tasks_lib.proxy).")
 
 
 class ExecResult(Frozen):
@@ -277,7 +280,8 @@ def evaluator_spec(private: Path, submission: Path, output: Path,
 
 
 def command(spec: SandboxSpec, language: Language, code: str) -> list[str]:
-    """argv that runs ``code`` with the sandbox's interpreter or shell."""
+    """argv that runs ``code`` with the sandbox's interpreter or shell (behind the spec's
+    launcher, if any)."""
     if language is Language.PYTHON:
-        return [spec.python, "-c", code]
-    return ["/bin/bash", "-c", code]
+        return [*spec.launcher, spec.python, "-c", code]
+    return [*spec.launcher, "/bin/bash", "-c", code]

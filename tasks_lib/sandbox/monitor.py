@@ -45,7 +45,7 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.hostio import disk_usage
 
-NETWORK_CALLS = ("connect", "sendto", "sendmsg", "sendmmsg", "listen")
+NETWORK_CALLS = ("connect", "sendto", "sendmsg", "sendmmsg", "listen", "bind")
 PATH_READS = ("open", "openat", "openat2", "creat", "stat", "lstat", "newfstatat", "statx",
               "access", "faccessat", "faccessat2", "readlink", "readlinkat", "execve",
               "execveat", "chdir")
@@ -150,6 +150,9 @@ class CallJudge:
                         "containerd", "<unfinished", "resumed>", "/..", "\\")
         self.cwd: dict[int, str] = {}
         self.listening = False
+        self.bound: set[int] = set()
+        """Ports bound inside: a loopback connection to another one reaches for the host's
+        services (0: the kernel chose a port, so any may be served inside)."""
         self.execs = 0
         self.pending: dict[int, str] = {}
         self.found: list[Violation] = []
@@ -266,6 +269,10 @@ class CallJudge:
         if inet is None:
             return
         port, address = int(inet.group(1)), inet.group(2) or inet.group(3) or ""
+        if call.name == "bind":
+            if call.ok:
+                self.bound.add(port)
+            return
         try:
             loopback = ipaddress.ip_address(address).is_loopback
         except ValueError:
@@ -275,7 +282,7 @@ class CallJudge:
             self._add(ViolationKind.NETWORK, f"{call.name} {address}:{port} -> {outcome}")
         elif port == 53:
             self._add(ViolationKind.NETWORK, f"name lookup via {address}:53 -> {outcome}")
-        elif not self.listening:
+        elif not self.listening or (self.bound and not {0, port} & self.bound):
             self._add(ViolationKind.NETWORK, f"{call.name} {address}:{port} (no server inside "
                                              f"the sandbox) -> {outcome}")
 
