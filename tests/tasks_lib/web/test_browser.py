@@ -1,7 +1,7 @@
 """The pages in headless Chromium: ``medflows serve`` (its own process on 127.0.0.1, stopped by
 its PID) serves the leaderboard and a run page, the static site opens from disk (``file://``).
-Screenshots are kept as test artifacts: under ``$MEDFLOWS_TEST_ARTIFACTS/web/`` when that is
-set (to keep them after the run), else in the test's pytest tmp dir."""
+Screenshots are kept as test artifacts after the run: under ``$MEDFLOWS_TEST_ARTIFACTS/web/``,
+by default ``test-artifacts/web/`` in the checkout (git ignores it)."""
 
 from __future__ import annotations
 
@@ -53,10 +53,12 @@ def served(site: SiteLedger, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 
 @pytest.fixture
-def artifacts(tmp_path: Path) -> Path:
+def artifacts() -> Path:
     """Where screenshots are kept."""
-    base = os.environ.get("MEDFLOWS_TEST_ARTIFACTS")
-    folder = Path(base) / "web" if base else tmp_path
+    from support.paths import PROJECT_ROOT
+
+    folder = Path(os.environ.get("MEDFLOWS_TEST_ARTIFACTS") or PROJECT_ROOT / "test-artifacts")
+    folder /= "web"
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
