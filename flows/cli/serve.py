@@ -21,7 +21,9 @@ def serve(
         "client address, so an untrusted header must not choose it)."),
 ) -> None:
     """Serve MedBench v4 over HTTP: submitters (API keys, rate limits), model endpoints,
-    randomized splits, version-locked uploads scored by the score flow, scores."""
+    randomized splits, version-locked uploads scored by the score flow, scores; and the web
+    pages: leaderboards with intervals, the run viewer, a submitter's own submissions
+    (docs/web.md)."""
     import uvicorn
 
     from flows.cli.medbench_upload_mode import split_source
