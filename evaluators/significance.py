@@ -26,11 +26,18 @@ Conventions, stated once:
   test, with the reason; never a number computed from one observation.
 * **Holm** (``multipletests(method="holm")``) over a family of tests at level α = 0.05: it
   controls the family-wise error rate; tests without a p value are not in the family.
+* **Stratified** statistics (a macro over strata of items, each stratum counting once whatever
+  its size, such as MedBench's task → dimension → overall) resample items *within* each stratum
+  (:func:`stratified_bootstrap`): ``scipy.stats.bootstrap`` with one sample per stratum and
+  ``paired=False`` resamples each sample on its own, which is exactly that. Two agents on the
+  same items are compared by the **paired bootstrap** of the difference on the same resamples
+  (:func:`paired_bootstrap_test`), not a permutation: the statistic need not be a mean of
+  per-item outcomes, and the agents may have different numbers of replicates.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -45,6 +52,7 @@ MIN_ITEMS = 2
 """Fewest items (or item pairs) an interval or a test is computed from."""
 MCNEMAR = "mcnemar-exact"
 PERMUTATION = "paired-permutation"
+BOOTSTRAP_TEST = "paired-bootstrap"
 
 
 class SignificanceSettings(Frozen):
@@ -214,3 +222,88 @@ def holm(p_values: Sequence[float | None], settings: SignificanceSettings = DEFA
     for i, r, p in zip(known, reject, adjusted, strict=True):
         out[i] = Adjusted(float(p), bool(r))
     return out
+
+
+IndexStatistic = Callable[[list[np.ndarray]], np.ndarray]
+"""A stratified statistic: one integer array of item positions per stratum (shape
+``(*batch, n_stratum)``: a resample of that stratum's items) → the statistic (shape ``batch``)."""
+
+
+class Stratified(NamedTuple):
+    """A stratified bootstrap: the percentile interval and the statistic of every resample."""
+
+    interval: Interval
+    distribution: np.ndarray | None
+    """The statistic of each resample (None: no interval, see ``interval.reason``)."""
+
+
+def stratified_bootstrap(sizes: Sequence[int], statistic: IndexStatistic,
+                         settings: SignificanceSettings = DEFAULT) -> Stratified:
+    """Bootstrap percentile interval of a statistic of strata of items, resampling items with
+    replacement within each stratum (each stratum keeps its size).
+
+    ``scipy.stats.bootstrap`` does the resampling: one sample per stratum (its item positions),
+    ``paired=False``, so each sample is resampled on its own. A stratum of one item is held
+    fixed (a resample of one item is that item; scipy refuses samples of fewer than two).
+
+    Args:
+        sizes: Items per stratum (each ≥ 1).
+        statistic: The statistic of item positions (see :data:`IndexStatistic`); given
+            ``[arange(n) for n in sizes]`` it is the statistic of the sample itself.
+        settings: Level, resamples and seed.
+    """
+    n_items = int(sum(sizes))
+    varied = [k for k, n in enumerate(sizes) if n >= MIN_ITEMS]
+    if not varied:
+        return Stratified(Interval(None, None, n_items, "no stratum has 2 or more items: "
+                                                        "nothing to resample"), None)
+
+    def resampled(*samples: np.ndarray, axis: int = -1) -> np.ndarray:
+        batch = samples[0].shape[:-1]
+        idx = [np.zeros((*batch, n), dtype=int) for n in sizes]
+        for k, sample in zip(varied, samples, strict=True):
+            idx[k] = sample.astype(int)
+        return statistic(idx)
+
+    res = stats.bootstrap(tuple(np.arange(sizes[k], dtype=float) for k in varied), resampled,
+                          paired=False, vectorized=True, n_resamples=settings.n_resamples,
+                          method="percentile", confidence_level=settings.ci_level,
+                          rng=np.random.default_rng(settings.seed))
+    ci = res.confidence_interval
+    return Stratified(Interval(float(ci.low), float(ci.high), n_items, None),
+                      np.asarray(res.bootstrap_distribution))
+
+
+def bootstrap_p_value(differences: np.ndarray) -> float:
+    """Two-sided p value of "no difference" from bootstrap replicates of A − B: twice the
+    smaller share of replicates on either side of 0 (ties count on both sides; each share is
+    (count + 1) / (replicates + 1), so p is never 0). This is the smallest α at which the
+    (1 − α) percentile interval of the difference excludes 0: the test the interval implies."""
+    d = np.asarray(differences, dtype=float)
+    below = (np.sum(d <= 0) + 1) / (len(d) + 1)
+    above = (np.sum(d >= 0) + 1) / (len(d) + 1)
+    return float(min(1.0, 2.0 * min(below, above)))
+
+
+def paired_bootstrap_test(sizes: Sequence[int], a: IndexStatistic, b: IndexStatistic,
+                          settings: SignificanceSettings = DEFAULT) -> PairedTest:
+    """Paired stratified bootstrap test of A − B: both statistics on the same resamples of the
+    same items (within strata, :func:`stratified_bootstrap`), p from :func:`bootstrap_p_value`.
+
+    Args:
+        sizes: Items per stratum, the same items for A and B.
+        a: A's statistic of item positions.
+        b: B's statistic of the same positions.
+        settings: Resamples and seed.
+    """
+    n = int(sum(sizes))
+    if n < MIN_ITEMS:
+        return PairedTest(n, None, None, None, f"{n} paired item(s): a test needs at least "
+                                               f"{MIN_ITEMS}")
+    whole = [np.arange(k) for k in sizes]
+    difference = float(a(whole) - b(whole))
+    drawn = stratified_bootstrap(sizes, lambda idx: a(idx) - b(idx), settings)
+    if drawn.distribution is None:
+        return PairedTest(n, difference, None, None, drawn.interval.reason)
+    return PairedTest(n, difference, BOOTSTRAP_TEST, bootstrap_p_value(drawn.distribution),
+                      None)

@@ -8,11 +8,12 @@ ended ``partial`` (cost budget, or > 20 % failed calls) is shown but not ranked;
 (refused upload, malformed submission, audit-flagged pool) is not ranked and adds no value to
 any column.
 
-Paired statistics (the other reports' intervals and tests, :mod:`tasks_lib.report.paired`) are
-not computed here, and every row says why (:data:`NO_ITEM_STATISTICS`): the overall is a macro
-over dimensions of task scores, and task scores mix whole-set metrics (F1 from counts, macro
-recall, accuracy over every shuffle of an item), so it is not a mean of per-item outcomes and a
-bootstrap over items would need re-scoring, which a report never does.
+Paired statistics (:mod:`tasks_lib.medbench.report_stats`): per agent a stratified bootstrap
+interval of its overall (items resampled within tasks, task → dimension → overall recomputed
+from the stored cards' per-item values), per adjacent ranked pair a paired bootstrap test on the
+same items, Holm over the adjacent pairs. A pool with a whole-set task metric (micro-F1) has
+none, and every row says why (``ci_reason``): that would need re-scoring, which a report never
+does.
 """
 
 from __future__ import annotations
@@ -24,9 +25,15 @@ from collections import defaultdict
 from pydantic import Field
 
 from evaluators.graders.medbench import MeanSD, mean_sd
+from evaluators.significance import DEFAULT, SignificanceSettings
 from tasks_lib.domain import Frozen
 from tasks_lib.medbench.calibration import KappaView, kappa_views
+from tasks_lib.medbench.items import read_manifest, read_public_items
+from tasks_lib.medbench.report_stats import Found, agent_items, board_fields
+from tasks_lib.records import card_key, read_card, run_store
 from tasks_lib.report import Scored, scored_runs, standings
+from tasks_lib.report.paired import better_than_next
+from tasks_lib.rotation import resolve_pool
 from tasks_lib.scoring import pool_version, select_runs
 from tasks_lib.storage import Storage
 
@@ -45,13 +52,6 @@ def _stat(values: list[float]) -> Stat:
                 sd=None if math.isnan(m.sd) else m.sd, n=m.n)
 
 
-NO_ITEM_STATISTICS = ("overall is a macro over dimensions of task scores that can include "
-                      "whole-set metrics (F1 from counts, macro recall, all-shuffle accuracy): "
-                      "not a mean of per-item outcomes, so no bootstrap interval or paired test "
-                      "without re-scoring")
-"""Why a MedBench row has no interval and no paired test."""
-
-
 class AgentRow(Frozen):
     """One agent on one pool version."""
 
@@ -68,14 +68,29 @@ class AgentRow(Frozen):
     ranked: bool = Field(description="False when a replicate is not ranked by the one rule "
                                      "(partial, or invalid).")
     note: str = Field(default="", description="Why not ranked.")
-    ci_low: float | None = Field(default=None, description="Interval of overall (always None "
-                                                           "here: see ci_reason).")
+    ci_low: float | None = Field(default=None, description="Lower end of the 95 % stratified "
+                                                           "bootstrap percentile interval of "
+                                                           "overall (None: see ci_reason).")
     ci_high: float | None = Field(default=None, description="Upper end (None: see ci_reason).")
     ci_reason: str | None = Field(default=None, description="Why there is no interval.")
-    p_value: float | None = Field(default=None, description="Paired test against the next "
-                                                            "ranked agent (None: ci_reason).")
-    p_adjusted: float | None = Field(default=None, description="Holm-adjusted p (None).")
-    significant: bool | None = Field(default=None, description="Holm rejects (None).")
+    n_items: int | None = Field(default=None, description="Items the interval resamples "
+                                                          "(within their tasks).")
+    vs_next_agent: str | None = Field(default=None, description="The next ranked agent, tested "
+                                                                "against (None: last or unranked).")
+    n_pairs: int | None = Field(default=None, description="Items both agents have (the test's "
+                                                          "pairs).")
+    paired_difference: float | None = Field(default=None, description="This overall − the next "
+                                                                      "agent's, same items.")
+    test: str | None = Field(default=None, description="paired-bootstrap (None: no test).")
+    p_value: float | None = Field(default=None, description="Two-sided p of the paired test "
+                                                            "against the next ranked agent "
+                                                            "(None: test_reason).")
+    p_adjusted: float | None = Field(default=None, description="Holm-adjusted over the board's "
+                                                               "adjacent comparisons.")
+    significant: bool | None = Field(default=None, description="Holm rejects at α "
+                                                               "(two-sided).")
+    test_reason: str | None = Field(default=None, description="Why there is no test against "
+                                                              "the next agent.")
 
 
 class MedBenchReport(Frozen):
@@ -89,7 +104,8 @@ class MedBenchReport(Frozen):
         description="Judged tasks whose judge has no calibration at κ ≥ threshold.")
 
 
-def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
+def _agent_row(agent_id: str, rows: list[Scored]) -> tuple[AgentRow, list[Scored]]:
+    """The agent's row and its credited replicates."""
     per_dim: dict[str, list[float]] = defaultdict(list)
     per_task: dict[str, list[float]] = defaultdict(list)
     per_track: dict[str, list[float]] = defaultdict(list)
@@ -110,31 +126,50 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> AgentRow:
                 target[name.removeprefix("dimension/")].append(float(g["score"]))
     unranked = [f"{s.run.run_id}: {marks[s.run.run_id].reason}" for s in rows
                 if not marks[s.run.run_id].ranked]
+    credited = [s for s in rows if marks[s.run.run_id].credited]
     return AgentRow(rank=None, agent_id=agent_id, model=rows[0].run.model,
                     evaluator_version=rows[0].score.evaluator_version,
                     runs=[s.run.run_id for s in rows], overall=_stat(overall),
                     tracks={t: _stat(v) for t, v in sorted(per_track.items())},
                     dimensions={d: _stat(v) for d, v in sorted(per_dim.items())},
                     tasks={t: _stat(v) for t, v in sorted(per_task.items())},
-                    judge_errors=errors, ranked=not unranked, note="; ".join(unranked))
+                    judge_errors=errors, ranked=not unranked,
+                    note="; ".join(unranked)), credited
 
 
-def build_report(pool: str, evaluator_version: str | None = None) -> MedBenchReport:
-    """The report of every scored run on ``pool`` (a root URL or ``active:<subset_id>``)."""
+def _found(pool_url: str, credited: list[Scored]) -> Found:
+    """An agent's per-item values from its credited replicates' stored cards, or why none."""
+    missing = [s.run.run_id for s in credited
+               if not run_store(s.run.run_id).exists(card_key(s.score.evaluator_version))]
+    if missing:
+        return f"no stored score card: {', '.join(missing)}"
+    task_of = {it.item_id: it.task_id for it in read_public_items(pool_url)}
+    return agent_items([read_card(s.run.run_id, s.score.evaluator_version) for s in credited],
+                       read_manifest(pool_url), task_of)
+
+
+def build_report(pool: str, evaluator_version: str | None = None,
+                 settings: SignificanceSettings = DEFAULT) -> MedBenchReport:
+    """The report of every scored run on ``pool`` (a root URL or ``active:<subset_id>``), with
+    the paired statistics of :mod:`tasks_lib.medbench.report_stats`."""
     found = pool_version(pool)
     scored = scored_runs(select_runs(pool=pool), evaluator_version)
     by_agent: dict[str, list[Scored]] = defaultdict(list)
     for s in scored:
         by_agent[s.run.agent_id].append(s)
-    agents = [_agent_row(a, sorted(rows, key=lambda s: s.run.replicate))
-              for a, rows in sorted(by_agent.items())]
+    built = {a: _agent_row(a, sorted(rows, key=lambda s: s.run.replicate))
+             for a, rows in sorted(by_agent.items())}
+    agents = [row for row, _ in built.values()]
     ranked = sorted((a for a in agents if a.ranked and a.overall.mean is not None),
                     key=lambda a: -(a.overall.mean or 0.0))
     order = {a.agent_id: i + 1 for i, a in enumerate(ranked)}
-    agents = sorted((a.model_copy(update={
-        "rank": order.get(a.agent_id),
-        "ci_reason": NO_ITEM_STATISTICS if a.overall.mean is not None else None})
-        for a in agents), key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))
+    url = resolve_pool(pool)
+    items = {a.agent_id: _found(url, built[a.agent_id][1]) for a in agents
+             if a.overall.mean is not None}
+    fields = board_fields(items, [a.agent_id for a in ranked], settings)
+    agents = sorted((a.model_copy(update={"rank": order.get(a.agent_id),
+                                          **fields.get(a.agent_id, {})})
+                     for a in agents), key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))
     views = kappa_views()
     judged = {t for s in scored for t, g in json.loads(s.score.groups_json).items()
               if "rubric_judge" in g}
@@ -149,20 +184,49 @@ def _fmt(s: Stat) -> str:
     return f"{s.mean:.1f}" + (f" ± {s.sd:.1f}" if s.sd is not None else "")
 
 
+LEGEND = ("95 % interval: stratified bootstrap percentile interval of overall (items resampled "
+          "within their tasks, task → dimension → overall recomputed, replicates averaged). "
+          "p vs next: paired bootstrap test against the next ranked agent on the same items, "
+          "Holm-adjusted over the adjacent pairs; `*`: significantly better than the next row "
+          "(α = 0.05).")
+"""Legend under the agents table."""
+
+
+def _interval(a: AgentRow) -> str:
+    return "–" if a.ci_low is None or a.ci_high is None else f"[{a.ci_low:.1f}, {a.ci_high:.1f}]"
+
+
+def _vs_next(a: AgentRow) -> str:
+    if a.p_adjusted is None:
+        return "–"
+    return f"{a.p_adjusted:.2g}" + (" *" if better_than_next(a.significant,
+                                                              a.paired_difference) else "")
+
+
+def _missing(agents: list[AgentRow]) -> list[str]:
+    """Why rows have no interval or no test (each reason once)."""
+    reasons = [f"No interval: {a.ci_reason}." for a in agents if a.ci_reason]
+    reasons += [f"No test against {a.vs_next_agent}: {a.test_reason}." for a in agents
+                if a.test_reason and not a.ci_reason]
+    unique = list(dict.fromkeys(reasons))
+    return ["", *unique] if unique else []
+
+
 def to_markdown(report: MedBenchReport) -> str:
     """Overall, dimensions, tasks and κ as markdown tables."""
     dims = sorted({d for a in report.agents for d in a.dimensions})
     tracks = sorted({t for a in report.agents for t in a.tracks})
     cols = [*(f"overall/{t}" for t in tracks), *dims]
     lines = [f"# MedBench report: {report.pool_id} v{report.pool_version}", "",
-             "| rank | agent | overall | " + " | ".join(cols) + " | runs |",
-             "|---|---|---|" + "---|" * len(cols) + "---|"]
+             "| rank | agent | overall | " + " | ".join(cols) + " | runs | 95 % interval | "
+             "p vs next |", "|---|---|---|" + "---|" * len(cols) + "---|---|---|"]
     for a in report.agents:
         cells = [_fmt(a.tracks[t]) if t in a.tracks else "–" for t in tracks]
         cells += [_fmt(a.dimensions[d]) if d in a.dimensions else "–" for d in dims]
         runs = f"{len(a.runs)}" + ("" if a.ranked else " (not ranked)")
         lines.append(f"| {a.rank or '–'} | {a.agent_id} | {_fmt(a.overall)} | "
-                     + " | ".join(cells) + f" | {runs} |")
+                     + " | ".join(cells) + f" | {runs} | {_interval(a)} | {_vs_next(a)} |")
+    lines += ["", LEGEND, *_missing(report.agents)]
     tasks = sorted({t for a in report.agents for t in a.tasks})
     lines += ["", "## Tasks (mean ± SD over replicates)", "",
               "| task | " + " | ".join(a.agent_id for a in report.agents) + " |",
@@ -179,8 +243,6 @@ def to_markdown(report: MedBenchReport) -> str:
         drop = "" if v.drop is None else f"−{v.drop:.3f} vs {before}"
         lines.append(f"| {key} | {r.judge_model} | {r.rubric_version} | {r.n} | {r.p_o:.3f} | "
                      f"{kappa} | {r.status} | {drop} |")
-    if any(a.ci_reason for a in report.agents):
-        lines += ["", f"No intervals or paired tests: {NO_ITEM_STATISTICS}."]
     if report.uncalibrated_tasks:
         lines += ["", "Judge scores of uncalibrated tasks: "
                   + ", ".join(report.uncalibrated_tasks)]

@@ -15,10 +15,13 @@ from evaluators.significance import (
     SEED,
     SignificanceSettings,
     bootstrap_interval,
+    bootstrap_p_value,
     holm,
     item_means,
     mcnemar_exact,
+    paired_bootstrap_test,
     paired_test,
+    stratified_bootstrap,
 )
 
 
@@ -102,3 +105,31 @@ def test_holm_adjusts_the_known_p_values_as_statsmodels_does() -> None:
     # by hand: sorted 0.01·4 = 0.04, 0.03·3 = 0.09, 0.04·2 = 0.08 → 0.09 (monotone), 0.2
     assert [g.p_adjusted for g in got] == pytest.approx([0.04, 0.09, 0.09, 0.2])
     assert holm([None, None]) == [None, None]
+
+
+def test_bootstrap_p_value_hand_computed() -> None:
+    # 9 replicates: 2 at or below 0 (one tie), 8 at or above 0 → 2·min(3, 9)/10
+    d = np.array([-0.5, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
+    assert bootstrap_p_value(d) == pytest.approx(0.6)
+    assert bootstrap_p_value(np.ones(999)) == pytest.approx(2 / 1000)
+    assert bootstrap_p_value(np.zeros(50)) == 1.0
+
+
+def test_stratified_bootstrap_resamples_within_strata() -> None:
+    # a macro mean of two strata: each resample keeps one stratum's items in that stratum, so
+    # with stratum 2 constant the statistic is (mean of a resample of stratum 1 + 5) / 2
+    one, two = np.array([0.0, 1.0, 2.0, 3.0]), np.array([5.0, 5.0, 5.0])
+
+    def macro(idx: list[np.ndarray]) -> np.ndarray:
+        return (one[idx[0]].mean(axis=-1) + two[idx[1]].mean(axis=-1)) / 2
+
+    got = stratified_bootstrap([4, 3], macro)
+    direct = stats.bootstrap((one, two), lambda a, b, axis: (a.mean(axis) + b.mean(axis)) / 2,
+                             paired=False, n_resamples=2000, method="percentile",
+                             rng=np.random.default_rng(SEED))
+    assert (got.interval.low, got.interval.high) == pytest.approx(
+        (direct.confidence_interval.low, direct.confidence_interval.high))
+    assert got.distribution is not None and got.distribution.min() >= 2.5
+    assert got.distribution.max() <= 4.0 and got.interval.n_items == 7
+    same = paired_bootstrap_test([4, 3], macro, macro)
+    assert (same.difference, same.p_value, same.test) == (0.0, 1.0, "paired-bootstrap")
