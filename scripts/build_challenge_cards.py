@@ -65,14 +65,13 @@ _TOPCOW_REGIONS = {"anterior": [10, 11, 12, 15], "posterior": [2, 3, 8, 9]}
 
 
 def _topcow_seg() -> dict[str, Grading]:
-    ref = {"labels": "reference"}
+    official = {"semantics": "official"}  # evaluators/vessel_semantics.py; "rexmle-port" = port
     grading = {
-        "dice": Grading(evaluator="class_dice", scope=_PER,
-                        params={**ref, "epsilon": 1e-7, "no_labels": 1.0}),
-        "cldice": Grading(evaluator="cldice", scope=_PER, params={"reverse_axes": True}),
-        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=ref),
+        "dice": Grading(evaluator="class_dice", scope=_PER, params=official),
+        "cldice": Grading(evaluator="cldice", scope=_PER, params=official),
+        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=official),
         "hd95": Grading(evaluator="class_hd95", scope=_PER, spacing=True,
-                        params={**ref, "upper_bound": 90.0}),
+                        params={**official, "upper_bound": 90.0}),
         "f1_grp2": Grading(evaluator="label_detection_f1", scope=_WHOLE,
                            params={"detect": [8, 9, 10, 15], "iou_threshold": 0.25}),
     }
@@ -85,14 +84,14 @@ def _topcow_seg() -> dict[str, Grading]:
 
 def _topbrain(challenge_id: str, root: Path) -> dict[str, Grading]:
     union = {"labels": "union"}
+    official = {"semantics": "official"}  # evaluators/vessel_semantics.py
     table = json.loads((root / challenge_id / "valid_neighbors.json").read_text())
     return {
-        "dice": Grading(evaluator="class_dice", scope=_PER,
-                        params={**union, "epsilon": 0.0, "no_labels": 0.0}),
+        "dice": Grading(evaluator="class_dice", scope=_PER, params=official),
         "cldice": Grading(evaluator="cldice_per_label", scope=_PER, params=union),
-        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=union),
+        "b0_error": Grading(evaluator="b0_error", scope=_PER, params=official),
         "hd95": Grading(evaluator="class_hd95", scope=_PER, spacing=True,
-                        params={**union, "upper_bound": 290.0}),
+                        params={**official, "upper_bound": 290.0}),
         "neighbor_error": Grading(evaluator="neighbor_error", scope=_PER,
                                   params={**union, "valid_neighbors": table}),
         "f1_side_road": Grading(evaluator="label_detection_f1", scope=_WHOLE,
@@ -220,17 +219,22 @@ EXTRA_NOTES = {
               "the distance voxel units (voxel_units: true); one empty mask = image diagonal. "
               "Files are NIfTI here (the challenge uses .seg.nrrd); the official Sobol-based "
               "ranking is not computed (see evaluators/graders/aorta.py)."],
-    **{c: ["Graded as the ReX-MLE port of TopBrain_Eval_Metrics: label set = labels of either "
-           "map; per label Dice (SimpleITK, 0 if absent on a side), clDice, Betti-0 error "
-           "(26-connectivity), HD95 of the directed prediction-to-reference MONAI distances "
-           "(290 mm if absent on a side), invalid 26-neighbours against the challenge's "
-           "allowed-neighbour table (card params, from the challenge's "
-           "valid_neighbors_*_all.json); side-road detection F1 at IoU >= 0.25 pooled over "
-           "cases (see evaluators/graders/vessels.py)."] for c in _TOPBRAIN},
-    **{c: ["Graded as the ReX-MLE port of TopCoW_Eval_Metrics: Dice (+1e-7), Betti-0 and HD95 "
-           "(directed prediction-to-reference, 90 mm if absent) averaged over the reference's "
-           "labels; clDice on the merged binary mask, skeletonised in SimpleITK (z, y, x) axis "
-           "order; group-2 (8, 9, 10, 15) detection F1 at IoU >= 0.25 pooled over cases. "
+    **{c: ["Graded as the official TopBrain_Eval_Metrics (topbrain25_eval/metrics): label set = "
+           "labels of either map; per label Dice (SimpleITK, 0 if absent on a side), clDice, "
+           "Betti-0 error (26-connectivity), symmetric HD95 max(d95(ref->pred), d95(pred->ref)) "
+           "over fully connected contours (290 mm if absent on a side), 0 without labels; "
+           "invalid 26-neighbours against the challenge's allowed-neighbour table (card params, "
+           "from the challenge's valid_neighbors_*_all.json); side-road detection F1 at IoU "
+           ">= 0.25 pooled over cases. semantics: rexmle-port with labels: union on hd95 gives "
+           "the ReX-MLE port's directed prediction-to-reference HD95 (see "
+           "evaluators/vessel_semantics.py, evaluators/graders/vessels.py)."] for c in _TOPBRAIN},
+    **{c: ["Graded as the official TopCoW_Eval_Metrics (topcow24_eval/metrics/seg_metrics): "
+           "Dice, Betti-0 and HD95 averaged over the labels of either map, 0 without labels; "
+           "symmetric HD95 max(d95(ref->pred), d95(pred->ref)) over fully connected contours "
+           "(90 mm if absent on a side); clDice on the merged binary mask, skeletonised in the "
+           "(x, y, z) order the official code uses; group-2 (8, 9, 10, 15) detection F1 at IoU "
+           ">= 0.25 pooled over cases. semantics: rexmle-port gives the ReX-MLE port (reference "
+           "labels, Dice +1e-7 and 1 without labels, directed HD95, clDice on reversed axes). "
            "*_graph_acc and *_topology are the port's simplification (a region matches if all "
            "its labels have IoU >= 0.25 or are absent from both; the balanced accuracy with "
            "every true label 'correct' equals the match rate), not the official graph "

@@ -1,25 +1,26 @@
-"""Multi-class vessel segmentation metrics of TopCoW 2024 task 1 and TopBrain 2025 (as ported
-by ReX-MLE from the official TopCoW_Eval_Metrics / TopBrain_Eval_Metrics code).
+"""Multi-class vessel segmentation metrics of TopCoW 2024 task 1 and TopBrain 2025, as the official
+TopCoW_Eval_Metrics / TopBrain_Eval_Metrics code computes them by default, with the ReX-MLE port's
+rules as a named variant (``semantics``, see :mod:`evaluators.vessel_semantics`).
 
-Every per-case metric works on one label map (0 = background) and a **label set** chosen by the
-card (``labels`` parameter):
+Every per-case metric works on one label map (0 = background) and a **label set**:
 
-* ``"reference"`` (TopCoW): the foreground labels of the reference;
-* ``"union"`` (TopBrain): the foreground labels of the reference **or** the prediction, so a
-  label only predicted counts as a miss.
+* ``"union"`` (official, TopCoW and TopBrain): the foreground labels of the reference **or** the
+  prediction, so a label only predicted counts as a miss;
+* ``"reference"`` (the ReX-MLE TopCoW port): the foreground labels of the reference.
 
-Conventions (official, as data in the card's ``params``):
+Conventions (the card's ``params``: ``semantics`` plus explicit overrides):
 
 * ``class_dice``: per label ``2|P∩G| / (|P| + |G| + epsilon)``; a label absent from either side
-  scores 0; mean over labels; ``no_labels`` when the set is empty (TopCoW: 1, TopBrain: 0).
-  TopCoW adds ``epsilon = 1e-7``; TopBrain (SimpleITK ``LabelOverlapMeasures``) none.
+  scores 0; mean over labels; ``no_labels`` when the set is empty (official 0, port 1); official
+  ``epsilon`` 0 (SimpleITK ``LabelOverlapMeasures``), the TopCoW port's ``1e-7``.
 * ``cldice_per_label`` (TopBrain): clDice (see :mod:`evaluators.topology`) per label, 0 if the
   label is absent on either side, mean over labels, 0 without labels.
-* ``class_hd95``: per label the 95th percentile (numpy linear interpolation) of the **directed**
-  distances from the predicted surface to the reference surface (MONAI
-  ``get_surface_distance(edges_pred, edges_gt)``), in mm from the reference spacing; a label
-  absent on either side scores ``upper_bound`` (TopCoW 90 mm, TopBrain 290 mm); mean over labels;
-  0 without labels. The textbook HD95 is symmetric; the official one is not.
+* ``class_hd95``: per label, official: the **symmetric** ``max(d95(ref→pred), d95(pred→ref))``
+  (:func:`evaluators.vessel_semantics.official_hd95`); port (``hd95: directed``): the 95th
+  percentile of the directed distances from the predicted surface to the reference surface (MONAI
+  ``get_surface_distance(edges_pred, edges_gt)``); in mm from the reference spacing; a label
+  absent on either side scores ``upper_bound`` (TopCoW 90 mm, TopBrain 290 mm); mean over
+  labels; 0 without labels.
 * ``neighbor_error`` (TopBrain): per label, the number of labels 26-adjacent to it in the
   prediction that its row of the challenge's allowed-neighbour table does not list; mean over
   the label set, 0 without labels.
@@ -47,6 +48,7 @@ from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 from evaluators.surface import surface_distances
 from evaluators.topology import cldice
+from evaluators.vessel_semantics import official_hd95, rules
 
 LabelMap = NDArray[np.integer]
 
@@ -74,19 +76,22 @@ def _mean(values: list[float], empty: float) -> float:
 
 
 @metric("class_dice", direction=Direction.HIGHER, averaging="mean over the label set, mean "
-        "over cases", both_empty=1.0, one_empty=0.0, missing=0.0,
-        description="class-average Dice over the card's label set (TopCoW/TopBrain)")
-def class_dice(prediction: LabelMap, reference: LabelMap, *, labels: str = "reference",
-               epsilon: float = 0.0, no_labels: float = 1.0) -> float:
+        "over cases", both_empty=0.0, one_empty=0.0, missing=0.0,
+        description="class-average Dice over the label set (official TopCoW/TopBrain by "
+                    "default; semantics: rexmle-port for the ReX-MLE port)")
+def class_dice(prediction: LabelMap, reference: LabelMap, *, semantics: str = "official",
+               labels: str | None = None, epsilon: float | None = None,
+               no_labels: float | None = None) -> float:
     """Class-average Dice (see the module docstring for the conventions)."""
     pred, ref = _check(prediction, reference)
+    rule = rules(semantics, labels=labels, epsilon=epsilon, no_labels=no_labels)
     scores = []
-    for c in label_set(pred, ref, labels):
+    for c in label_set(pred, ref, rule.labels):
         p, r = pred == c, ref == c
         n_p, n_r = int(p.sum()), int(r.sum())
         scores.append(0.0 if n_p == 0 or n_r == 0
-                      else 2.0 * int((p & r).sum()) / (n_p + n_r + epsilon))
-    return _mean(scores, no_labels)
+                      else 2.0 * int((p & r).sum()) / (n_p + n_r + rule.epsilon))
+    return _mean(scores, rule.no_labels)
 
 
 @metric("cldice_per_label", direction=Direction.HIGHER, averaging="mean over the label set, "
@@ -106,20 +111,25 @@ def cldice_per_label(prediction: LabelMap, reference: LabelMap, *,
 
 @metric("class_hd95", direction=Direction.LOWER, averaging="mean over the label set, mean over "
         "cases", both_empty=0.0, one_empty=290.0, missing=290.0,
-        description="class-average directed pred->ref HD95 in mm with an upper bound "
-                    "(TopCoW 90, TopBrain 290); needs spacing")
+        description="class-average HD95 in mm with an upper bound (TopCoW 90, TopBrain 290): "
+                    "official symmetric by default, the port's directed pred->ref with "
+                    "semantics: rexmle-port; needs spacing")
 def class_hd95(prediction: LabelMap, reference: LabelMap, spacing: Sequence[float], *,
-               labels: str = "reference", upper_bound: float = 90.0) -> float:
-    """Class-average directed HD95 (see the module docstring)."""
+               semantics: str = "official", labels: str | None = None,
+               hd95: str | None = None, upper_bound: float = 90.0) -> float:
+    """Class-average HD95 (see the module docstring)."""
     pred, ref = _check(prediction, reference)
+    rule = rules(semantics, labels=labels, hd95=hd95)
     scores = []
-    for c in label_set(pred, ref, labels):
+    for c in label_set(pred, ref, rule.labels):
         p, r = pred == c, ref == c
         if not p.any() or not r.any():
             scores.append(float(upper_bound))
-            continue
-        dist = surface_distances(p, r, spacing, convention="voxel").pred_to_ref
-        scores.append(float(np.percentile(dist, 95)) if dist.size else float(upper_bound))
+        elif rule.hd95 == "symmetric":
+            scores.append(official_hd95(p, r, spacing))
+        else:
+            dist = surface_distances(p, r, spacing, convention="voxel").pred_to_ref
+            scores.append(float(np.percentile(dist, 95)) if dist.size else float(upper_bound))
     return _mean(scores, 0.0)
 
 

@@ -68,13 +68,14 @@ def test_betti0_error_class_average() -> None:
     assert betti0_error(pred, ref) == 1.5
 
 
-def test_betti0_error_official_ignores_prediction_only_classes() -> None:
+def test_betti0_error_port_ignores_prediction_only_classes() -> None:
     ref = np.zeros((6, 6), dtype=np.int64)
     ref[1, 1:4] = 1
     pred = ref.copy()
-    pred[4, 4] = 3  # a spurious class the reference lacks: not counted officially
-    assert betti0_error(pred, ref) == 0.0
-    assert betti0_error(pred, np.zeros_like(ref)) == 0.0  # no reference class -> 0
+    pred[4, 4] = 3  # a spurious class the reference lacks: not counted by the ReX-MLE port
+    assert betti0_error(pred, ref, semantics="rexmle-port") == 0.0
+    assert betti0_error(pred, np.zeros_like(ref), semantics="rexmle-port") == 0.0
+    assert betti0_error(pred, ref) == 0.5  # official: classes of either map, {1: 0, 3: 1}
 
 
 def test_topology_metrics_work_in_3d() -> None:
@@ -416,7 +417,7 @@ def test_detection_f1_and_region_match_are_pooled_over_cases() -> None:
     assert region_match_rate([pred, ref], [ref, ref], region=[1]) == 1.0
 
 
-def test_class_hd95_is_directed_and_bounded() -> None:
+def test_class_hd95_port_is_directed_and_bounded() -> None:
     from evaluators.graders.vessels import class_hd95
 
     ref = np.zeros((12, 3, 3), dtype=np.int64)
@@ -424,9 +425,12 @@ def test_class_hd95_is_directed_and_bounded() -> None:
     pred = ref.copy()
     pred[9:11, 1, 1] = 1     # an extra far blob: only pred->ref distances see it
     # pred surface voxels x = 0, 1, 9, 10 -> distances 0, 0, 8, 9 (mm at spacing 1)
-    assert class_hd95(pred, ref, (1.0, 1.0, 1.0)) == pytest.approx(np.percentile([0, 0, 8, 9],
-                                                                                 95))
-    assert class_hd95(ref, pred, (1.0, 1.0, 1.0)) == 0.0   # ref ⊂ pred: directed distance 0
+    port = {"semantics": "rexmle-port"}
+    assert class_hd95(pred, ref, (1.0, 1.0, 1.0), **port) == pytest.approx(
+        np.percentile([0, 0, 8, 9], 95))
+    assert class_hd95(ref, pred, (1.0, 1.0, 1.0), **port) == 0.0   # ref ⊂ pred: directed 0
+    # official: symmetric, so the order of the maps does not matter
+    assert class_hd95(ref, pred, (1.0, 1.0, 1.0)) == class_hd95(pred, ref, (1.0, 1.0, 1.0))
     assert class_hd95(np.zeros_like(ref), ref, (1.0, 1.0, 1.0), upper_bound=90.0) == 90.0
 
 

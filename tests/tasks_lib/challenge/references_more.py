@@ -1,7 +1,9 @@
 """Reference values for DENTEX (pycocotools through files, as the port runs it), PUMA nuclei
-(the port's matching rule, re-implemented by hand) and TopCoW/TopBrain task 1 (SimpleITK label
-overlaps, scikit-image skeletons and components, MONAI directed distances, sklearn balanced
-accuracy), following the ReX-MLE graders."""
+(the port's matching rule, re-implemented by hand), following the ReX-MLE graders, and
+TopCoW/TopBrain task 1 as the official TopCoW_Eval_Metrics / TopBrain_Eval_Metrics compute it
+(SimpleITK label overlaps, contours and Maurer distance maps, scikit-image skeletons and
+components, labels of either map; sklearn balanced accuracy for the port's graph/topology
+simplification)."""
 
 from __future__ import annotations
 
@@ -180,13 +182,24 @@ def _b0(mask: Any) -> int:
 
 
 def _hd95(pred: Any, gt: Any, spacing: tuple[float, ...], bound: float) -> float:
-    from monai.metrics.utils import get_mask_edges, get_surface_distance
+    """Official symmetric HD95: SimpleITK fully connected contours of the padded masks, the
+    other contour's Maurer distance map, max of the two 95th percentiles."""
+    import SimpleITK as sitk
 
     if not pred.any() or not gt.any():
         return bound
-    ep, eg = get_mask_edges(pred.astype(np.uint8), gt.astype(np.uint8))
-    dist = np.asarray(get_surface_distance(ep, eg, "euclidean", spacing))
-    return bound if dist.size == 0 else float(np.percentile(dist, 95))
+
+    def surface(mask: Any) -> tuple[Any, Any]:
+        img = sitk.GetImageFromArray(mask.astype(np.uint8))
+        img.SetSpacing([float(v) for v in spacing[::-1]])
+        contour = sitk.LabelContour(sitk.ConstantPad(img, [1] * 3, [1] * 3, 0),
+                                    fullyConnected=True)
+        dist = sitk.Abs(sitk.SignedMaurerDistanceMap(contour, squaredDistance=False,
+                                                     useImageSpacing=True))
+        return sitk.GetArrayFromImage(contour).astype(bool), sitk.GetArrayFromImage(dist)
+
+    (p_surf, p_dist), (g_surf, g_dist) = surface(pred), surface(gt)
+    return float(max(np.percentile(p_dist[g_surf], 95), np.percentile(g_dist[p_surf], 95)))
 
 
 def _neighbours(arr: Any) -> dict[int, set[int]]:
@@ -247,10 +260,10 @@ def topcow(cases: list[Case]) -> dict[str, float]:
     matches: dict[str, list[str]] = {r: [] for r in regions}
     for pred, ref, spacing in cases:
         pred, ref = np.asarray(pred).astype(np.int64), np.asarray(ref).astype(np.int64)
-        labels = [c for c in sorted(np.unique(ref).tolist()) if c != 0]
-        dice = [2 * ((pred == c) & (ref == c)).sum() / ((pred == c).sum() + (ref == c).sum()
-                                                       + 1e-7) for c in labels]
-        rows.append([np.mean(dice), _cl(np.transpose(pred > 0), np.transpose(ref > 0)),
+        labels = sorted(c for c in set(np.unique(ref).tolist()) | set(np.unique(pred).tolist())
+                        if c != 0)
+        dice = [_sitk_overlap(ref, pred, c, "dice") for c in labels]
+        rows.append([np.mean(dice), _cl(pred > 0, ref > 0),
                      np.mean([abs(_b0(pred == c) - _b0(ref == c)) for c in labels]),
                      np.mean([_hd95(pred == c, ref == c, spacing, 90.0) for c in labels])])
         for region, members in regions.items():
