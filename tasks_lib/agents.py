@@ -1,13 +1,18 @@
 """The agent catalog: an agent is a harness + a model string + parameters (ARCHITECTURE §5.4).
 
 Catalog entries live in ``datasets/agents.yaml``; replay agents for recorded predictions are made
-on the fly by :func:`replay_agent`. A new harness adds one member to :class:`Harness` and one
-runner registered where that harness is executed.
+on the fly by :func:`replay_agent`; external agents (an outside program run once in the sandbox,
+its model calls through the run's model proxy) are the folders ``agents/<name>/`` of the
+repository, catalog ids ``external:<name>@<model alias>`` (:func:`resolve_agent`; docs/agents.md).
+A new harness adds one member to :class:`Harness` and one runner registered where that harness is
+executed.
 """
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
+from pathlib import Path
 
 import yaml
 from pydantic import Field, ValidationError
@@ -15,7 +20,7 @@ from pydantic import Field, ValidationError
 from evaluators.registry import Registry
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError
-from tasks_lib.settings import get_settings
+from tasks_lib.settings import PROJECT_ROOT, get_settings
 
 
 class Harness(StrEnum):
@@ -29,6 +34,9 @@ class Harness(StrEnum):
     """An offline scripted research agent; ``method`` names the script (baseline, breach)."""
     UPLOAD = "upload"
     """A submission folder handed in as it is (scored like any run; no agent was executed)."""
+    EXTERNAL = "external"
+    """An outside program from ``agents/<name>/`` run once in the sandbox behind the model proxy
+    (``method`` = the folder name, ``params.model_alias`` = the model it is told to ask for)."""
 
 
 class AgentSpec(Frozen):
@@ -72,3 +80,70 @@ def replay_agent(model: str, method: str, predictions: str) -> AgentSpec:
 def upload_agent(name: str) -> AgentSpec:
     """The agent of a submission folder handed in directly (``medflows score submission``)."""
     return AgentSpec(agent_id=f"upload:{name}", harness=Harness.UPLOAD, model="upload")
+
+
+EXTERNAL_PREFIX = "external:"
+"""Catalog ids of external agents: ``external:<name>@<model alias>`` (the prefix keeps them apart
+from the catalog's ``<model>@<method>`` ids)."""
+AGENTS_DIR = PROJECT_ROOT / "agents"
+"""The repository's external agents, one folder each (``config.yaml`` + the agent's files)."""
+CONFIG_FILE = "config.yaml"
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
+
+
+class AgentBudget(Frozen):
+    """An external agent's default caps (the cell's own limits apply when smaller)."""
+
+    wall_time_s: float | None = Field(default=None, gt=0, description="Wall-clock cap of the "
+                                      "run (None: the cell's time budget).")
+    max_cost_usd: float | None = Field(default=None, gt=0, description="Model spend the proxy "
+                                       "allows the run (None: no cap).")
+
+
+class ExternalConfig(Frozen):
+    """``agents/<name>/config.yaml``."""
+
+    description: str = Field(default="", description="What the agent is (one line).")
+    command: str = Field(min_length=1, description="Shell command run once inside the sandbox, "
+                         "in the agent's folder (mounted read-only at /agent), e.g. "
+                         "'python agent.py'.")
+    models: dict[str, str] = Field(min_length=1, description="Model alias the agent may ask the "
+                                   "proxy for → litellm provider model (the run's allow-list).")
+    budget: AgentBudget = Field(default_factory=AgentBudget, description="Default caps.")
+
+
+def external_dir(name: str) -> Path:
+    """The folder of external agent ``name``."""
+    return AGENTS_DIR / name
+
+
+def load_external(name: str) -> ExternalConfig:
+    """The config of external agent ``name`` (``agents/<name>/config.yaml``)."""
+    known = sorted(p.parent.name for p in AGENTS_DIR.glob(f"*/{CONFIG_FILE}"))
+    if not _NAME.fullmatch(name) or name not in known:
+        raise InputDataError(f"{EXTERNAL_PREFIX}{name}", f"no such external agent; known: "
+                                                         f"{', '.join(known) or 'none'}")
+    path = external_dir(name) / CONFIG_FILE
+    try:
+        return ExternalConfig.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    except (OSError, yaml.YAMLError, ValidationError) as exc:
+        raise InputDataError(str(path), f"cannot load external agent config: {exc}") from None
+
+
+def external_agent(agent_id: str) -> AgentSpec:
+    """The catalog entry of ``external:<name>@<alias>``: the agent told to ask the proxy for
+    model ``alias`` (one of its config's ``models``), priced as the provider model behind it."""
+    name, _, alias = agent_id.removeprefix(EXTERNAL_PREFIX).partition("@")
+    config = load_external(name)
+    if alias not in config.models:
+        raise InputDataError(agent_id, f"give the model after '@', one of: "
+                                       f"{', '.join(config.models)}")
+    return AgentSpec(agent_id=agent_id, harness=Harness.EXTERNAL, model=config.models[alias],
+                     method=name, params={"model_alias": alias})
+
+
+def resolve_agent(agent_id: str) -> AgentSpec:
+    """The agent of a research cell: an external agent's id, else a catalog entry."""
+    if agent_id.startswith(EXTERNAL_PREFIX):
+        return external_agent(agent_id)
+    return load_catalog().get(agent_id)

@@ -25,15 +25,17 @@ from pathlib import Path
 import openai
 from pydantic import Field
 
-from tasks_lib.agents import AgentSpec, Harness, load_catalog
+from tasks_lib.agents import AgentSpec, Harness, resolve_agent
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness.environment import AgentSession, Environment, local_root
+from tasks_lib.harness.external import run_external
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
 from tasks_lib.llm_cache import call_journal, write_journal
+from tasks_lib.proxy.meter import ProxyMeter
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
     SandboxBackend,
@@ -96,6 +98,9 @@ class Execution(Frozen):
     output_tokens: int = Field(description="Output tokens.")
     violations: list[Violation] = Field(description="Isolation violations.")
     error: str | None = Field(default=None, description="Provider error that ended the run.")
+    proxy: ProxyMeter | None = Field(default=None, description="The run's model-proxy meter "
+                                     "(external agents): its totals are the run's turns, "
+                                     "tokens and cost.")
 
 
 class StageScores(Frozen):
@@ -122,7 +127,7 @@ def runs_root() -> Path:
 def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBackend,
               replicate: int, judge_model: str) -> CellPlan:
     """Resolve the agent and fix ids, folders and limits (the environment's) of one cell."""
-    agent = load_catalog().get(agent_id)
+    agent = resolve_agent(agent_id)
     card = env.card
     run_id = make_run_id(agent_id, card.task_id, tier, replicate)
     return CellPlan(agent=agent, task_id=card.task_id, track=card.track, tier=tier,
@@ -199,17 +204,32 @@ def _drive(loop: AgentLoop, session: AgentSession, recorder: TraceRecorder) -> E
         return stopped(f"host: {type(exc).__name__}: {str(exc)[:500]}")
 
 
+def _external(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: Lease
+              ) -> Execution:
+    """An external agent's one run (:mod:`tasks_lib.harness.external`); its turns, tokens and
+    cost are its model proxy's."""
+    run = run_external(plan, session, recorder, lease, sandbox_class(plan.backend))
+    total = run.meter.total
+    return Execution(status=run.status, end=run.end, model=plan.agent.model, turns=total.calls,
+                     wall_time_s=run.wall_time_s, input_tokens=total.prompt_tokens,
+                     output_tokens=total.completion_tokens, violations=run.violations,
+                     error=run.error, proxy=run.meter)
+
+
 def _run_agent(plan: CellPlan, env: Environment, recorder: TraceRecorder, lease: Lease
                ) -> tuple[Execution, Path | None]:
     """The agent's run inside the environment's session (its services stop when it ends);
     the execution with every violation, and where its submission is to be copied from."""
     with env.session(plan) as session:
-        policy = make_policy(plan, session)
-        sandbox = sandbox_class(plan.backend)(session.sandbox(), lease=lease)
-        try:
-            execution = _drive(session.loop(policy, sandbox, recorder), session, recorder)
-        finally:
-            sandbox.close()
+        if plan.agent.harness is Harness.EXTERNAL:
+            execution = _external(plan, session, recorder, lease)
+        else:
+            policy = make_policy(plan, session)
+            sandbox = sandbox_class(plan.backend)(session.sandbox(), lease=lease)
+            try:
+                execution = _drive(session.loop(policy, sandbox, recorder), session, recorder)
+            finally:
+                sandbox.close()
     late = session.finish(execution, recorder)
     if late:
         violations = [*execution.violations, *late]

@@ -63,8 +63,9 @@ def cost(execution: Execution) -> float | None:
 
 
 def run_record(plan: CellPlan, execution: Execution, pool: PoolRef) -> RunRecord:
-    """The run record of an executed cell on ``pool`` (its environment's)."""
-    return RunRecord(
+    """The run record of an executed cell on ``pool`` (its environment's); an external agent's
+    turns, tokens and cost are its model proxy's meter."""
+    record = RunRecord(
         run_id=plan.run_id, agent=plan.agent, task_id=plan.task_id, track=plan.track,
         tier=plan.tier, replicate=plan.replicate, status=execution.status,
         pool_url=pool.url, pool_id=pool.pool_id, pool_version=pool.version,
@@ -75,6 +76,7 @@ def run_record(plan: CellPlan, execution: Execution, pool: PoolRef) -> RunRecord
         end=None if execution.end is None else execution.end.value,
         violations=[f"{v.kind.value}: {v.evidence}" for v in execution.violations],
         error=execution.error)
+    return record if execution.proxy is None else execution.proxy.onto(record)
 
 
 class _Scores(NamedTuple):

@@ -1,0 +1,148 @@
+"""An external agent (agents/example-llm) in a research cell on a challenge pool: run once in the
+bubblewrap sandbox behind the run's model proxy, it is graded and placed on the leaderboard, its
+model calls (and only those) reach the provider through the proxy and are the run's tokens and
+cost, its output is in the trace, and the run re-scores from storage to the same card. An agent
+past its wall-clock cap is killed, ends ``timeout``, and what it wrote is scored."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.cells import file_env
+from support.openai_server import FakeOpenAIServer
+
+from tasks_lib.settings import reset_settings
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
+                                 reason="bwrap sandbox not installed")
+
+CHALLENGE = "ldct-iqa"
+AGENT = "external:example-llm@gpt-4o-mini"
+PROVIDER_KEY = "sk-external-agent-test-0123456789abcdef"
+PLAN = "Copy the sample submission and check its columns."
+
+
+def _plan(body: dict[str, Any]) -> str:
+    return PLAN
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+@needs_bwrap
+def test_external_agent_cell_is_graded_metered_and_rescored(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    import flows.cli.challenge  # noqa: F401  (registers the command)
+    from flows.cli.groups import app
+    from flows.execute import run_cell
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.proxy import METER_FILE, ProxyMeter
+    from tasks_lib.records import SUBMISSION, read_card, read_run, run_store
+
+    built = CliRunner().invoke(app, ["pool", "build", "challenge", "--task", CHALLENGE, "--json"])
+    assert built.exit_code == 0, built.stderr
+    with FakeOpenAIServer(_plan) as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+        reset_settings()
+        try:
+            report = run_cell(agent_id=AGENT, task_id=CHALLENGE, tier="lite")
+        finally:
+            reset_settings()
+
+    # Graded and placed: the sample submission (quality 0 everywhere) grades 0, below all six
+    # human entries.
+    assert report.status.value == "completed" and report.violations == [], report.error
+    assert report.metrics == {"score": 0.0} and report.stages.s4 == report.stages.s5 == 1.0
+    run_card = read_card(report.run_id, report.evaluator_version or "")
+    assert run_card.groups["positions"] == {"score": 7.0}
+    assert report.task_score == run_card.groups["leaderboard"]["percentile"]
+    assert any(n.startswith("leaderboard percentile") for n in report.notes)
+
+    # Metered: the provider saw exactly the proxy's one call, with the provider key, never the
+    # proxy token; the meter is the run's turns, tokens and cost.
+    meter = ProxyMeter.model_validate(run_store(report.run_id).read_json(METER_FILE))
+    assert meter.total.calls == len(provider.requests) == 1
+    headers = {k.lower(): v for k, v in provider.headers[0].items()}
+    assert headers["authorization"] == f"Bearer {PROVIDER_KEY}"
+    assert "How this run works" in provider.requests[0]["messages"][1]["content"]
+    record = read_run(report.run_id)
+    assert (record.turns, record.input_tokens, record.output_tokens, record.cost_usd) == (
+        1, meter.total.prompt_tokens, meter.total.completion_tokens, meter.total.cost_usd)
+    assert record.input_tokens and record.cost_usd and record.cost_usd > 0
+    assert report.cost_usd == record.cost_usd and record.end == "submitted"
+
+    # Traced: the agent's output and the proxy's calls.
+    trace = Path(report.conversation_url)
+    messages = json.loads(trace.read_text())["messages"]
+    assert [m["role"] for m in messages] == ["system", "user", "assistant"]
+    assert f"model: {PLAN}" in messages[2]["content"]
+    assert "submitted: ['submission.csv']" in messages[2]["content"]
+    events = [json.loads(line) for line in Path(report.trace_url).read_text().splitlines()]
+    calls = [e["detail"] for e in events if e["kind"] == "model_turn"]
+    assert [(c["model"], c["via"], c["calls"]) for c in calls] == [("gpt-4o-mini", "proxy", 1)]
+    assert PROVIDER_KEY not in trace.read_text()
+    assert (trace.parent / "plan.md").read_text() == f"# Plan\n\n{PLAN}\n"
+
+    # Re-scored from storage alone: the same card.
+    folder = Path(run_store(report.run_id).root_path)
+    again = score_cell(read_run(report.run_id), folder / SUBMISSION)
+    assert again.model_dump() == run_card.model_dump()
+
+
+def test_an_external_agent_id_names_a_folder_and_one_of_its_models() -> None:
+    from tasks_lib.agents import Harness, resolve_agent
+    from tasks_lib.errors import InputDataError
+
+    agent = resolve_agent(AGENT)
+    assert (agent.harness, agent.model, agent.method, agent.params) == (
+        Harness.EXTERNAL, "openai/gpt-4o-mini", "example-llm", {"model_alias": "gpt-4o-mini"})
+    with pytest.raises(InputDataError, match="one of: gpt-4o-mini"):
+        resolve_agent("external:example-llm@gpt-5")
+    with pytest.raises(InputDataError, match="known: example-llm"):
+        resolve_agent("external:../datasets@gpt-4o-mini")
+    assert resolve_agent("scripted-baseline").harness is Harness.SCRIPTED
+
+
+SLEEPER = """command: >-
+  mkdir -p "$MEDFLOWS_SUBMISSION" &&
+  cp "$MEDFLOWS_PUBLIC/sample_submission/submission.csv" "$MEDFLOWS_SUBMISSION/" &&
+  echo "partial written" && sleep 600
+models: {gpt-4o-mini: openai/gpt-4o-mini}
+budget: {wall_time_s: 3}
+"""
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_an_agent_past_its_wall_clock_ends_timeout_and_what_it_wrote_is_scored(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib import agents
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.harness.cell import execute_cell, plan_cell
+    from tasks_lib.harness.loop import LoopEnd
+    from tasks_lib.harness.record import run_record
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.sandbox.base import SandboxBackend
+
+    (tmp_path / "agents" / "sleeper").mkdir(parents=True)
+    (tmp_path / "agents" / "sleeper" / "config.yaml").write_text(SLEEPER)
+    monkeypatch.setattr(agents, "AGENTS_DIR", tmp_path / "agents")
+    url, _ = publish_challenge_pool(CHALLENGE, str(tmp_path / "pool"))
+    env = file_env(CHALLENGE, Path(url), 120)
+    plan = plan_cell("external:sleeper@gpt-4o-mini", env, Tier.LITE, SandboxBackend.LOCAL, 0,
+                     "rules")
+    execution = execute_cell(plan, env)
+    assert (execution.status, execution.end) == (RunStatus.TIMEOUT, LoopEnd.TIMEOUT)
+    assert 3 <= execution.wall_time_s < 60
+    assert "partial written" in (plan.trace_dir / "conversation.json").read_text()
+    record = run_record(plan, execution, env.pool())
+    assert (record.status, record.turns, record.cost_usd) == (RunStatus.TIMEOUT, 0, 0.0)
+    card = score_cell(record, plan.submission)
+    assert card.metrics == {"score": 0.0} and card.s5 == 1.0
