@@ -49,13 +49,13 @@ def test_timeout_scores_what_exists_and_corrupt_output_fails_validation(
     with FakeOpenAIServer(lambda body: next(replies)) as server:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", server.base_url)
         reset_settings()
-        env = file_env(TASK, seg_pool, 15)
+        env = file_env(TASK, seg_pool, 25)  # the pilot (turn 2) fits under load; turn 4 does not
         plan = cell.plan_cell("gpt-4o-mini@tools", env, Tier.STANDARD, SandboxBackend.LOCAL, 0,
                               "rules")
         execution = cell.execute_cell(plan, env)
     reset_settings()
     assert execution.status is RunStatus.TIMEOUT and execution.end is LoopEnd.TIMEOUT
-    assert execution.turns == 4 and execution.wall_time_s < 30
+    assert execution.turns == 4 and execution.wall_time_s < 40
     assert sorted(p.name for p in plan.submission.iterdir()) == [
         "case-000.nii.gz", "case-001.nii.gz"]
     record_run(run_record(plan, execution, env.pool()))
