@@ -7,7 +7,7 @@ from prefect.artifacts import create_markdown_artifact
 from pydantic import Field
 
 from flows import compose
-from tasks_lib.agents import Harness, load_catalog
+from tasks_lib.agents import Harness, resolve_agent
 from tasks_lib.artifacts import artifact_key
 from tasks_lib.compute import SettingsTaskRunner
 from tasks_lib.domain import Frozen, Tier, Track
@@ -33,7 +33,7 @@ from tasks_lib.tracks.base import kit_for
 # Kits are registered when a flow runs, not when this module is imported: execute-qa needs only
 # the QA kit, and registering every kit would cost it 1.5 s before its first model call.
 
-CELL_HARNESSES = frozenset({Harness.SCRIPTED, Harness.TOOL_LOOP})
+CELL_HARNESSES = frozenset({Harness.SCRIPTED, Harness.TOOL_LOOP, Harness.EXTERNAL})
 """Agents that work in a sandbox on a task card (research cells), not on items."""
 
 
@@ -55,13 +55,13 @@ def execute_pool(pool: str, agents: list[str], replicate: int = 0, replicates: i
     """Run catalog agents on any published pool (a root URL or ``active:<subset_id>``): the
     ledger names the pool's kit; item agents (replays, reasoning methods, API models) act on
     the kit's item environment, chunked (:func:`tasks_lib.execution.steps.execute_items`);
-    research-cell agents (``scripted``/``tool_loop``) run as a matrix on the pool's cards
-    (``tiers``, default lite; ``sandbox``; scored by the one score flow)."""
+    research-cell agents (``scripted``/``tool_loop``/``external:<name>@<model>``) run as a
+    matrix on the pool's cards (``tiers``, default lite; ``sandbox``; scored by the one score
+    flow)."""
     compose()
     url = resolve_pool(pool)
     kit = kit_for(pool_kit_name(url))
-    catalog = load_catalog()
-    specs = [catalog.get(a) for a in agents]
+    specs = [resolve_agent(a) for a in agents]
     items = [s for s in specs if s.harness not in CELL_HARNESSES]
     cells = [s.agent_id for s in specs if s.harness in CELL_HARNESSES]
     runs: list[RunRecord] = []

@@ -124,16 +124,34 @@ def test_execute_alias_and_unused_option(qa_pool: str) -> None:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap sandbox not installed")
-def test_execute_by_pool_runs_a_research_cell(tmp_path: Path) -> None:
+def test_execute_by_pool_runs_a_research_cell(tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A scripted agent and an external agent (agents/example-llm, one model call through its
+    run's proxy) as research cells of the one execute flow."""
+    from support.openai_server import FakeOpenAIServer
+
+    from tasks_lib.records import read_run
+    from tasks_lib.settings import reset_settings
+
     built = invoke_json("pool", "build", "--task", "ldct-iqa", "--json")
     pool = str(built["manifest"]).removesuffix("/manifest.json")
-    result = invoke_json("execute", "--pool", pool, "--agents", "scripted-baseline")
-    cells = result["report"]["cells"]
+    external = "external:example-llm@gpt-4o-mini"
+    with FakeOpenAIServer(lambda body: "Copy the sample submission.") as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        reset_settings()
+        result = invoke_json("execute", "--pool", pool, "--agents",
+                             f"scripted-baseline,{external}")
+        assert len(provider.requests) == 1  # the external agent's one call, via its proxy
+    reset_settings()
+    cells = sorted(result["report"]["cells"], key=lambda c: c["agent_id"])
     assert [(c["agent_id"], c["task_id"], c["status"]) for c in cells] == [
+        (external, "ldct-iqa", {"completed": 1}),
         ("scripted-baseline", "ldct-iqa", {"completed": 1})]
-    (run_id,) = result["report"]["run_ids"]
-    again = invoke_json("score", "--run", run_id, "--json")
-    assert again["task_score"] == pytest.approx(cells[0]["task_score"]["mean"])
+    by_agent = {c["agent_id"]: c for c in cells}
+    for run_id in result["report"]["run_ids"]:
+        again = invoke_json("score", "--run", run_id, "--json")
+        cell = by_agent[read_run(run_id).agent.agent_id]
+        assert again["task_score"] == pytest.approx(cell["task_score"]["mean"])
     other = invoke("execute", "--pool", pool, "--agents", "scripted-baseline",
                    "--task", "isles22")
     assert other.exit_code == 2 and "isles22 not in this pool" in other.stderr
