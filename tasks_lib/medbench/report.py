@@ -11,9 +11,10 @@ any column.
 Paired statistics (:mod:`tasks_lib.medbench.report_stats`): per agent a stratified bootstrap
 interval of its overall (items resampled within tasks, task → dimension → overall recomputed
 from the stored cards' per-item values), per adjacent ranked pair a paired bootstrap test on the
-same items, Holm over the adjacent pairs. A pool with a whole-set task metric (micro-F1) has
-none, and every row says why (``ci_reason``): that would need re-scoring, which a report never
-does.
+same items, Holm over the adjacent pairs; micro-F1 tasks are recomputed from the per-item
+TP/FP/FN the cards store. Runs scored before those counts were stored (``medbench/1``) have
+none, and their rows say why (``ci_reason``): that would need re-scoring, which a report never
+does. The shared board (``medflows report --pool``) gives MedBench rows the same statistics.
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ from evaluators.graders.medbench import MeanSD, mean_sd
 from evaluators.significance import DEFAULT, SignificanceSettings
 from tasks_lib.domain import Frozen
 from tasks_lib.medbench.calibration import KappaView, kappa_views
-from tasks_lib.medbench.items import read_manifest, read_public_items
-from tasks_lib.medbench.report_stats import Found, agent_items, board_fields
-from tasks_lib.records import card_key, read_card, run_store
+from tasks_lib.medbench.report_stats import board_fields, stored_items
 from tasks_lib.report import Scored, scored_runs, standings
 from tasks_lib.report.paired import better_than_next
 from tasks_lib.rotation import resolve_pool
@@ -137,17 +136,6 @@ def _agent_row(agent_id: str, rows: list[Scored]) -> tuple[AgentRow, list[Scored
                     note="; ".join(unranked)), credited
 
 
-def _found(pool_url: str, credited: list[Scored]) -> Found:
-    """An agent's per-item values from its credited replicates' stored cards, or why none."""
-    missing = [s.run.run_id for s in credited
-               if not run_store(s.run.run_id).exists(card_key(s.score.evaluator_version))]
-    if missing:
-        return f"no stored score card: {', '.join(missing)}"
-    task_of = {it.item_id: it.task_id for it in read_public_items(pool_url)}
-    return agent_items([read_card(s.run.run_id, s.score.evaluator_version) for s in credited],
-                       read_manifest(pool_url), task_of)
-
-
 def build_report(pool: str, evaluator_version: str | None = None,
                  settings: SignificanceSettings = DEFAULT) -> MedBenchReport:
     """The report of every scored run on ``pool`` (a root URL or ``active:<subset_id>``), with
@@ -164,7 +152,7 @@ def build_report(pool: str, evaluator_version: str | None = None,
                     key=lambda a: -(a.overall.mean or 0.0))
     order = {a.agent_id: i + 1 for i, a in enumerate(ranked)}
     url = resolve_pool(pool)
-    items = {a.agent_id: _found(url, built[a.agent_id][1]) for a in agents
+    items = {a.agent_id: stored_items(url, built[a.agent_id][1]) for a in agents
              if a.overall.mean is not None}
     fields = board_fields(items, [a.agent_id for a in ranked], settings)
     agents = sorted((a.model_copy(update={"rank": order.get(a.agent_id),

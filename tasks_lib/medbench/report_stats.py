@@ -11,12 +11,17 @@ the mean over replicates; replicates are clustered (an item is resampled with al
 
 The per-item values are the stored score cards' ``per_case`` rows (the ledger's score rows
 carry only summaries); items are mapped to tasks by the pool's public items and to dimensions
-by its manifest. Nothing is re-scored and no judge is called. A task whose metric is whole-set
-(``micro_f1``: F1 from TP/FP/FN summed over the items; a card keeps only each item's own F1)
-cannot be recomputed from per-item values, so a board with such a task gets no interval and no
-test, with that reason. Before any resampling the statistic on the sample itself must equal
-each card's overall: if scoring and :data:`PER_ITEM` ever disagree, the board says so rather
-than printing an interval of another number.
+by its manifest. Nothing is re-scored and no judge is called. A micro-F1 task (whole-set: F1
+from TP/FP/FN summed over the items) is recomputed from the per-item ``tp``, ``fp``, ``fn``
+the cards store since ``medbench/2``, summed over the resampled items and passed through the
+scoring function itself (:func:`evaluators.graders.medbench.f1_from_counts`); a card scored
+before (its items have only their own F1) leaves the agent without an interval, with that
+reason. Before any resampling the statistic on the sample itself must equal each card's
+overall: if scoring and this module ever disagree, the board says so rather than printing an
+interval of another number.
+
+The MedBench report and the shared board (``medflows report --pool``, :mod:`tasks_lib.report.
+paired`) both take an agent's statistics from here, so they agree.
 """
 
 from __future__ import annotations
@@ -24,10 +29,11 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from itertools import pairwise
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
+from evaluators.graders.medbench import Counts, f1_from_counts
 from evaluators.significance import (
     DEFAULT,
     PairedTest,
@@ -36,8 +42,11 @@ from evaluators.significance import (
     paired_bootstrap_test,
     stratified_bootstrap,
 )
-from tasks_lib.medbench.items import MedBenchManifest
-from tasks_lib.records import ScoreCard
+from tasks_lib.medbench.items import MedBenchManifest, read_manifest, read_public_items
+from tasks_lib.records import ScoreCard, card_key, read_card, run_store
+
+if TYPE_CHECKING:
+    from tasks_lib.report.board import Scored
 
 PER_ITEM: dict[str, float | None] = {
     "shuffled_accuracy": None, "iou_set": None, "one_minus_ned": None,
@@ -46,8 +55,23 @@ PER_ITEM: dict[str, float | None] = {
 (:func:`tasks_lib.medbench.scoring.task_metrics`) → the task value when no item has one (None:
 the metric is left out of the task score, as scoring leaves out ``rubric_judge`` when no answer
 has a judge value). Metrics not named here are whole-set."""
+COUNTED = frozenset({"micro_f1"})
+"""Whole-set metrics recomputed from per-item counts summed over the items."""
+COUNTS = ("tp", "fp", "fn")
+"""The per-item counts a card stores for a micro-F1 task's items (``medbench/2`` on)."""
+STALE = "scored before per-item counts were stored (re-score)"
+"""Why a card of a micro-F1 task without per-item counts gives no interval."""
 BOOKKEEPING = frozenset({"score", "n_items", "judge_errors"})
 """Keys of a card's task group that are not metrics."""
+
+
+def _f1(tp: float, fp: float, fn: float) -> float:
+    """Micro-F1 of summed counts by scoring's own function (so the two cannot drift)."""
+    return f1_from_counts([Counts(int(tp), int(fp), int(fn))])
+
+
+_micro_f1 = np.vectorize(_f1, otypes=[float])
+""":func:`_f1` element-wise over arrays of summed counts (one call per replicate and resample)."""
 
 
 class TaskItems(NamedTuple):
@@ -63,6 +87,9 @@ class TaskItems(NamedTuple):
     """Item ids, sorted."""
     values: np.ndarray
     """Shape (metrics, replicates, items); NaN = the item has no value of that metric."""
+    counts: np.ndarray
+    """Shape (3 = TP, FP, FN, replicates, items): the counts of a task with a metric in
+    :data:`COUNTED` (else NaN)."""
 
 
 class AgentItems(NamedTuple):
@@ -103,6 +130,9 @@ def _task_score(task: TaskItems, positions: np.ndarray) -> np.ndarray:
     total = np.where(known, v, 0.0).sum(axis=-1)
     value = np.divide(total, count, out=np.full(total.shape, np.nan), where=count > 0)
     for m, name in enumerate(task.metrics):
+        if name in COUNTED:
+            value[m] = _micro_f1(*task.counts[:, :, positions].sum(axis=-1))
+            continue
         empty = PER_ITEM[name]
         value[m] = np.where(count[m] > 0, value[m], np.nan if empty is None else empty)
     present = ~np.isnan(value)
@@ -130,12 +160,12 @@ def agent_items(cards: Sequence[ScoreCard], manifest: MedBenchManifest,
         for name, group in card.groups.items():
             if not name.startswith("dimension/"):
                 metrics.setdefault(name, set()).update(set(group) - BOOKKEEPING)
-    whole = sorted(f"{t} ({', '.join(sorted(m - set(PER_ITEM)))})" for t, m in metrics.items()
-                   if m - set(PER_ITEM))
+    known = set(PER_ITEM) | COUNTED
+    whole = sorted(f"{t} ({', '.join(sorted(m - known))})" for t, m in metrics.items()
+                   if m - known)
     if whole:
-        return ("whole-set task metric in the overall: " + "; ".join(whole) + " (F1 from "
-                "counts summed over the items; a card keeps only each item's own value), so the "
-                "overall cannot be recomputed from per-item values without re-scoring")
+        return ("task metric this report cannot recompute from per-item values: "
+                + "; ".join(whole))
     unlisted = sorted(set(metrics) - set(manifest.tasks))
     if unlisted:
         return f"card tasks not in the pool's manifest: {', '.join(unlisted)}"
@@ -143,15 +173,21 @@ def agent_items(cards: Sequence[ScoreCard], manifest: MedBenchManifest,
     unknown = sorted({i for r in rows for i in r} - set(task_of))
     if unknown:
         return f"card items not in the pool's public items: {', '.join(unknown[:3])}"
-    tasks = []
+    tasks, stale = [], []
     for task_id in sorted(metrics):
         items = tuple(sorted({i for r in rows for i in r if task_of[i] == task_id}))
         names = tuple(sorted(metrics[task_id]))
         values = np.array([[[r.get(i, {}).get(m, np.nan) for i in items] for r in rows]
                            for m in names], dtype=float)
+        counts = np.array([[[r.get(i, {}).get(k, np.nan) for i in items] for r in rows]
+                           for k in COUNTS], dtype=float)
+        if COUNTED & set(names) and np.isnan(counts).any():
+            stale.append(task_id)
         entry = manifest.tasks[task_id]
         tasks.append(TaskItems(task_id, entry.dimension.value, tuple(entry.metrics), names,
-                               items, values))
+                               items, values, counts))
+    if stale:
+        return f"{', '.join(stale)} (micro-F1): {STALE}"
     found = AgentItems(tasks)
     per_run = found.per_replicate([np.arange(n) for n in found.sizes()])
     for card, got in zip(cards, per_run.tolist(), strict=True):
@@ -159,6 +195,27 @@ def agent_items(cards: Sequence[ScoreCard], manifest: MedBenchManifest,
             return (f"the per-item values of run {card.run_id} give overall {got:.6g}, its card "
                     f"says {card.task_score}: the recomputation does not match scoring")
     return found
+
+
+def stored_items(pool_url: str, credited: Sequence[Scored]) -> Found:
+    """An agent's per-item values from its credited replicates' stored cards on the pool
+    version at ``pool_url``, or why none."""
+    missing = [s.run.run_id for s in credited
+               if not run_store(s.run.run_id).exists(card_key(s.score.evaluator_version))]
+    if missing:
+        return f"no stored score card: {', '.join(missing)}"
+    task_of = {it.item_id: it.task_id for it in read_public_items(pool_url)}
+    return agent_items([read_card(s.run.run_id, s.score.evaluator_version) for s in credited],
+                       read_manifest(pool_url), task_of)
+
+
+def interval(found: Found, settings: SignificanceSettings = DEFAULT) -> dict[str, object]:
+    """The interval fields of an agent's row (``ci_low``, ``ci_high``, ``n_items``,
+    ``ci_reason``)."""
+    if isinstance(found, str):
+        return {"ci_low": None, "ci_high": None, "n_items": None, "ci_reason": found}
+    ci = stratified_bootstrap(found.sizes(), found.overall, settings).interval
+    return {"ci_low": ci.low, "ci_high": ci.high, "n_items": ci.n_items, "ci_reason": ci.reason}
 
 
 def compare(a: Found, b: Found, names: tuple[str, str],
@@ -184,14 +241,7 @@ def board_fields(found: dict[str, Found], ranked: list[str],
         ranked: The ranked agents, best first.
         settings: Interval and test settings.
     """
-    fields: dict[str, dict[str, object]] = {}
-    for agent, f in found.items():
-        if isinstance(f, str):
-            fields[agent] = {"ci_low": None, "ci_high": None, "n_items": None, "ci_reason": f}
-            continue
-        ci = stratified_bootstrap(f.sizes(), f.overall, settings).interval
-        fields[agent] = {"ci_low": ci.low, "ci_high": ci.high, "n_items": ci.n_items,
-                         "ci_reason": ci.reason}
+    fields = {agent: interval(f, settings) for agent, f in found.items()}
     adjacent = list(pairwise(ranked))
     tests = [compare(found[a], found[b], (a, b), settings) for a, b in adjacent]
     for (a, b), t, adj in zip(adjacent, tests, holm([t.p_value for t in tests], settings),

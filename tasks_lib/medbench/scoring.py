@@ -10,7 +10,9 @@ Card layout the kit produces (``ScoreCard``):
   the listed metrics — spec §4.3 ``combine: mean`` for judge + key-point recall), ``n_items``,
   ``judge_errors``; ``groups["dimension/<code>"]`` = ``{"score": …}``;
 * ``per_case`` = one row per evaluation item with its metric values (per-item values of
-  whole-set metrics: the item's F1 or recall, for inspection), judge dimension scores
+  whole-set metrics: the item's F1 or recall, for inspection), the item's ``tp``, ``fp``,
+  ``fn`` on micro-F1 tasks (so the task's micro-F1 can be recomputed from summed counts on any
+  resample of its items: the report's bootstrap), judge dimension scores
   ``judge_<dimension>`` (0–5) for calibration;
 * ``metrics["acc_all_variants"]`` = share of single-choice questions right in every shuffle.
 
@@ -60,13 +62,16 @@ def _list(answer: Any) -> list[Any] | None:
 
 
 def item_values(ref: Reference, answer: Any) -> dict[str, float]:
-    """Per-item metric values of one evaluation item (answer None = missing)."""
+    """Per-item metric values of one evaluation item (answer None = missing); a multi-label or
+    extraction item also gets its TP/FP/FN counts (``tp``, ``fp``, ``fn``)."""
     kind = ref.answer_type
     if kind is AnswerType.SINGLE_CHOICE:
         return {"shuffled_accuracy": shuffled_accuracy(_text(answer), ref.letter or "")}
     if kind in (AnswerType.MULTI_LABEL, AnswerType.EXTRACTION):
         gold = ref.labels if kind is AnswerType.MULTI_LABEL else ref.tuples
-        return {"micro_f1": f1_from_counts([label_counts(_list(answer), gold)])}
+        c = label_counts(_list(answer), gold)
+        return {"micro_f1": f1_from_counts([c]), "tp": float(c.tp), "fp": float(c.fp),
+                "fn": float(c.fn)}
     if kind is AnswerType.REGION:  # a missing answer is 0, even against an empty reference
         return {"iou_set": 0.0 if answer is None else iou_set(_list(answer),
                                                               ref.boxes or ref.labels)}

@@ -10,6 +10,11 @@ over the strata the card's ``groups`` name when case ids read ``<stratum>/<id>``
 dataset). A card whose task score is neither (a dataset-level metric, a policy override, one
 aggregated task → dimension → overall) gets no interval and no test, with that reason, rather
 than an interval of some other number.
+
+MedBench rows are the exception: their task score is the overall of a pool, and their
+statistics are MedBench's own (:mod:`tasks_lib.medbench.report_stats`: items resampled within
+tasks, task → dimension → overall recomputed, paired bootstrap test), the same numbers
+``medflows report medbench`` prints for the same runs.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from typing import TYPE_CHECKING, NamedTuple
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
+from evaluators.core import Track
 from evaluators.significance import (
     DEFAULT,
     Adjusted,
@@ -34,7 +40,9 @@ from evaluators.significance import (
     paired_test,
 )
 from tasks_lib.domain import Frozen
-from tasks_lib.records import card_key, run_store
+from tasks_lib.medbench import report_stats
+from tasks_lib.medbench.report_stats import AgentItems
+from tasks_lib.records import RUN_JSON, card_key, read_run, run_store
 
 if TYPE_CHECKING:
     from tasks_lib.report.board import LeaderboardRow, Scored
@@ -69,8 +77,8 @@ class Outcomes(NamedTuple):
     """Per item: its weight in the task score (see :mod:`evaluators.significance`)."""
 
 
-Found = Outcomes | str
-"""A row's outcomes, or why it has none."""
+Found = Outcomes | AgentItems | str
+"""A row's outcomes (a MedBench row: its per-item values by task), or why it has none."""
 
 
 class PairwiseCell(Frozen):
@@ -154,21 +162,43 @@ def row_outcomes(items: Sequence[Scored]) -> Found:
     return Outcomes(np.array(ids), item_means(matrix), weights)
 
 
+def medbench_outcomes(items: Sequence[Scored]) -> Found:
+    """A MedBench row's per-item values (:func:`tasks_lib.medbench.report_stats.stored_items`
+    on the pool version its runs used), or why none."""
+    missing = [s.run.run_id for s in items if not run_store(s.run.run_id).exists(RUN_JSON)]
+    if missing:
+        return f"no stored run record: {', '.join(missing)}"
+    urls = sorted({read_run(s.run.run_id).pool_url for s in items})
+    if len(urls) != 1:
+        return f"the replicates were scored on {len(urls)} pool versions"
+    return report_stats.stored_items(urls[0], items)
+
+
+def outcomes(items: Sequence[Scored]) -> Found:
+    """A row's outcomes: MedBench's own for a MedBench row, else :func:`row_outcomes`."""
+    if items and items[0].run.track == Track.MEDBENCH.value:
+        return medbench_outcomes(items)
+    return row_outcomes(items)
+
+
 def compare(a: Found, b: Found, names: tuple[str, str],
             settings: SignificanceSettings = DEFAULT) -> PairedTest:
-    """The paired test of A against B on the items both have (weights: their mean)."""
+    """The paired test of A against B on the items both have (weights: their mean); MedBench
+    rows: :func:`tasks_lib.medbench.report_stats.compare`."""
     for found, name in zip((a, b), names, strict=True):
         if isinstance(found, str):
             return PairedTest(0, None, None, None, f"{name}: {found}")
-    assert isinstance(a, Outcomes) and isinstance(b, Outcomes)
+    if isinstance(a, AgentItems) and isinstance(b, AgentItems):
+        return report_stats.compare(a, b, names, settings)
+    assert isinstance(a, Outcomes) and isinstance(b, Outcomes)  # one board is one track
     _, ia, ib = np.intersect1d(a.items, b.items, assume_unique=True, return_indices=True)
     return paired_test(a.values[ia], b.values[ib], (a.weights[ia] + b.weights[ib]) / 2,
                        settings)
 
 
 def _interval(found: Found, settings: SignificanceSettings) -> dict[str, object]:
-    if isinstance(found, str):
-        return {"ci_low": None, "ci_high": None, "n_items": None, "ci_reason": found}
+    if not isinstance(found, Outcomes):
+        return report_stats.interval(found, settings)
     ci = bootstrap_interval(found.values, found.weights, settings)
     return {"ci_low": ci.low, "ci_high": ci.high, "n_items": ci.n_items, "ci_reason": ci.reason}
 
@@ -254,8 +284,7 @@ def board_statistics(rows: list[LeaderboardRow], items: dict[str, list[Scored]],
         matrix: Also compute the pairwise matrix.
         settings: Interval and test settings.
     """
-    found = {r.agent_id: row_outcomes(items[r.agent_id]) for r in rows
-             if r.task_score is not None}
+    found = {r.agent_id: outcomes(items[r.agent_id]) for r in rows if r.task_score is not None}
     ranks = {r.agent_id: r.rank for r in rows if r.rank is not None}
     stats = statistics(found, list(ranks), matrix, settings)
     placed = [r.model_copy(update=stats.fields.get(r.agent_id, {})) for r in rows]

@@ -37,7 +37,7 @@ class MedBenchKit(TrackKit):
     """MedBench pools: metric by answer type, macro task → dimension → overall (0–100)."""
 
     track = Track.MEDBENCH
-    evaluator_version = "medbench/1"
+    evaluator_version = "medbench/2"
     supported_metrics = ("shuffled_accuracy", "micro_f1", "keypoint_macro_recall", "iou_set",
                          "one_minus_ned", "rubric_judge")
     rotation = MedBenchRotation()

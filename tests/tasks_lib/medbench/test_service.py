@@ -190,7 +190,7 @@ def test_two_uploads_of_one_lock_are_versions_1_and_2(service: Service) -> None:
     assert (a["version"], b["version"]) == (1, 2) and a["run_id"] != b["run_id"]
     for sub in (a, b):
         assert (sub["pool_id"], sub["pool_version"], sub["evaluator_version"],
-                sub["model_version"]) == ("mbhand", 1, "medbench/1", "v1")
+                sub["model_version"]) == ("mbhand", 1, "medbench/2", "v1")
         assert sub["scored"] and sub["task_score"] == pytest.approx(OVERALL)
     listed = call(service, "GET", "/v1/submissions", key).json()
     assert [s["version"] for s in listed] == [1, 2]

@@ -206,7 +206,7 @@ def test_uploads_are_version_locked_and_stored_as_runs(pool: str) -> None:
     rows = ledger.submissions(submitter=who.name)
     assert [(r.model_version, r.version) for r in rows] == [("v1", 1), ("v1", 2), ("v2", 1)]
     assert {(r.pool_id, r.pool_version, r.evaluator_version) for r in rows} == {
-        ("mbhand", 1, "medbench/1")}
+        ("mbhand", 1, "medbench/2")}
     with pytest.raises(RateLimited, match="3 uploads per day"):
         submit_upload(body, "p.jsonl", who, "v3")
     run = read_run(first.run_id)

@@ -52,13 +52,13 @@ def test_download_upload_scored_into_the_ledger_with_its_lock(tmp_path: Path) ->
                             "--model-version", "2026.11", "--json")[0])
     sub, card = first["submission"], first["score_card"]
     assert (sub["version"], sub["pool_id"], sub["pool_version"], sub["evaluator_version"],
-            sub["model_version"], sub["split_id"]) == (1, "mbhand", 1, "medbench/1", "2026.11",
+            sub["model_version"], sub["split_id"]) == (1, "mbhand", 1, "medbench/2", "2026.11",
                                                        split["split_id"])
     assert card["task_score"] == pytest.approx(OVERALL)
     assert card["metrics"]["dimension/MLU"] == pytest.approx(MLU)
     assert sub["scored"] and sub["task_score"] == pytest.approx(OVERALL)
     [score] = store.scores_for([sub["run_id"]])
-    assert (score.evaluator_version, score.task_score) == ("medbench/1", pytest.approx(OVERALL))
+    assert (score.evaluator_version, score.task_score) == ("medbench/2", pytest.approx(OVERALL))
 
     same = json.loads(_cli("medbench", "upload", str(preds), "--submitter", name,
                            "--model-version", "2026.11", "--json")[0])
