@@ -126,7 +126,10 @@ def serve_proxy(run_id: str, config: ProxyConfig,
     app = build_app(config, door, meter, token, context)
     server = uvicorn.Server(uvicorn.Config(
         app, uds=str(folder / SOCKET_NAME), log_level="warning", access_log=False,
-        lifespan="off", ws="none", timeout_graceful_shutdown=int(STOP_TIMEOUT_S)))
+        # No logging config of uvicorn's own: dictConfig in a library would shut down the
+        # process's handlers (Prefect's console handler among them) for everything after.
+        log_config=None, lifespan="off", ws="none",
+        timeout_graceful_shutdown=int(STOP_TIMEOUT_S)))
     thread = threading.Thread(target=server.run, name=f"medflows-proxy-{run_id}", daemon=True)
     try:
         _start(server, thread, start_timeout_s)
