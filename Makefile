@@ -2,8 +2,7 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-# Test workers (pytest-xdist): one per core by default; a test module stays on one worker, and
-# modules sharing a session-built database or pool set share one (tests/conftest.py).
+# Test workers (pytest-xdist): one per core by default; a test module stays on one worker.
 WORKERS ?= auto
 
 .PHONY: setup demo test test-fast lint typecheck bench clean
@@ -23,10 +22,10 @@ demo: setup
 
 test: setup
 	bash scripts/system-deps.sh
-	$(VENV)/bin/pytest -n $(WORKERS) --dist loadgroup
+	$(VENV)/bin/pytest -n $(WORKERS) --dist loadscope
 
 test-fast: setup
-	$(VENV)/bin/pytest -n $(WORKERS) --dist loadgroup -m "not slow"
+	$(VENV)/bin/pytest -n $(WORKERS) --dist loadscope -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -37,28 +37,6 @@ os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 # The tests' composition root, as `flows` is the CLI's: every track kit registered once.
 from tasks_lib.tracks import catalog  # noqa: E402, F401
 
-WORKER_GROUPS = {
-    "rwe": ("tests/tasks_lib/rwe/", "tests/flows/test_rwe_e2e.py",
-            "tests/tasks_lib/test_audit_kits.py", "tests/tasks_lib/test_kit_contract.py",
-            "tests/tasks_lib/test_report_paired.py"),
-    "imaging": ("tests/tasks_lib/imaging/",),
-    "harness": ("tests/tasks_lib/harness/",),
-}
-"""Modules that share what a worker builds once per session (the RWE study cluster, its
-8,000-patient EHR and study pool; every imaging task's pool; the Docker engine and the
-segmentation pool) run on one pytest-xdist worker, so it is built once, not once per worker."""
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the marks (it suffixes the node ids)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Each module is one unit of ``--dist loadgroup`` (as with loadscope), except the modules
-    of a :data:`WORKER_GROUPS` group, which are one unit together."""
-    for item in items:
-        module = item.nodeid.split("::", 1)[0]
-        group = next((name for name, prefixes in WORKER_GROUPS.items()
-                      if module.startswith(prefixes)), module)
-        item.add_marker(pytest.mark.xdist_group(group))
-
 
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
