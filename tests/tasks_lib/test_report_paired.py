@@ -210,7 +210,8 @@ def test_rwe_report_tests_studies_and_a_single_case_cell_says_why(
     from tasks_lib.rwe.report import markdown, rwe_report
     from tasks_lib.scoring import select_runs
 
-    studies = [f"rwe-{uuid4().hex[:6]}-{i:02d}" for i in range(12)]  # sorted as listed
+    prefix = uuid4().hex[:6]  # one prefix: the report orders studies by id, as listed here
+    studies = [f"rwe-{prefix}-{i:02d}" for i in range(12)]
     sr = {"honest": [1.0] * 11 + [0.0], "sloppy": [1.0] * 8 + [0.0] * 4, "null": [0.0] * 12}
     for agent, values in sr.items():
         for study, value in zip(studies, values, strict=True):
