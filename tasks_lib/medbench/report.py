@@ -29,9 +29,10 @@ from evaluators.graders.medbench import MeanSD, mean_sd
 from evaluators.significance import DEFAULT, SignificanceSettings
 from tasks_lib.domain import Frozen
 from tasks_lib.medbench.calibration import KappaView, kappa_views
-from tasks_lib.medbench.report_stats import board_fields, stored_items
+from tasks_lib.medbench.report_stats import stored_items
 from tasks_lib.report import Scored, scored_runs, standings
-from tasks_lib.report.paired import better_than_next
+from tasks_lib.report.paired import Found as PairedFound
+from tasks_lib.report.paired import better_than_next, statistics
 from tasks_lib.rotation import resolve_pool
 from tasks_lib.scoring import pool_version, select_runs
 from tasks_lib.storage import Storage
@@ -152,9 +153,10 @@ def build_report(pool: str, evaluator_version: str | None = None,
                     key=lambda a: -(a.overall.mean or 0.0))
     order = {a.agent_id: i + 1 for i, a in enumerate(ranked)}
     url = resolve_pool(pool)
-    items = {a.agent_id: stored_items(url, built[a.agent_id][1]) for a in agents
-             if a.overall.mean is not None}
-    fields = board_fields(items, [a.agent_id for a in ranked], settings)
+    items: dict[str, PairedFound] = {a.agent_id: stored_items(url, built[a.agent_id][1])
+                                     for a in agents if a.overall.mean is not None}
+    fields = statistics(items, [a.agent_id for a in ranked], matrix=False,
+                        settings=settings).fields
     agents = sorted((a.model_copy(update={"rank": order.get(a.agent_id),
                                           **fields.get(a.agent_id, {})})
                      for a in agents), key=lambda a: (a.rank is None, a.rank or 0, a.agent_id))

@@ -21,14 +21,14 @@ overall: if scoring and this module ever disagree, the board says so rather than
 interval of another number.
 
 The MedBench report and the shared board (``medflows report --pool``, :mod:`tasks_lib.report.
-paired`) both take an agent's statistics from here, so they agree.
+paired`, through the MedBench kit's ``board_outcomes``) both take an agent's statistics from
+here, and both run them through :func:`tasks_lib.report.paired.statistics`, so they agree.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from itertools import pairwise
 from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
@@ -38,12 +38,12 @@ from evaluators.significance import (
     DEFAULT,
     PairedTest,
     SignificanceSettings,
-    holm,
     paired_bootstrap_test,
     stratified_bootstrap,
 )
 from tasks_lib.medbench.items import MedBenchManifest, read_manifest, read_public_items
-from tasks_lib.records import ScoreCard, card_key, read_card, run_store
+from tasks_lib.records import RUN_JSON, ScoreCard, card_key, read_card, read_run, run_store
+from tasks_lib.report.paired import interval_fields
 
 if TYPE_CHECKING:
     from tasks_lib.report.board import Scored
@@ -115,6 +115,20 @@ class AgentItems(NamedTuple):
         """The agent's overall (the mean over its replicates) on the items at ``idx``; shape
         ``batch``."""
         return np.asarray(np.mean(self.per_replicate(idx), axis=0))
+
+    def interval(self, settings: SignificanceSettings = DEFAULT) -> dict[str, object]:
+        """Stratified bootstrap interval of the overall (items resampled within tasks)."""
+        ci = stratified_bootstrap(self.sizes(), self.overall, settings).interval
+        return interval_fields(ci.low, ci.high, ci.n_items, ci.reason)
+
+    def compare(self, other: AgentItems, settings: SignificanceSettings = DEFAULT
+                ) -> PairedTest:
+        """Paired stratified bootstrap test of this agent's overall against ``other``'s on the
+        same items."""
+        if [(t.task_id, t.items) for t in self.tasks] != [(t.task_id, t.items)
+                                                          for t in other.tasks]:
+            return PairedTest(0, None, None, None, "the two agents' cards name different items")
+        return paired_bootstrap_test(self.sizes(), self.overall, other.overall, settings)
 
 
 Found = AgentItems | str
@@ -209,45 +223,14 @@ def stored_items(pool_url: str, credited: Sequence[Scored]) -> Found:
                        read_manifest(pool_url), task_of)
 
 
-def interval(found: Found, settings: SignificanceSettings = DEFAULT) -> dict[str, object]:
-    """The interval fields of an agent's row (``ci_low``, ``ci_high``, ``n_items``,
-    ``ci_reason``)."""
-    if isinstance(found, str):
-        return {"ci_low": None, "ci_high": None, "n_items": None, "ci_reason": found}
-    ci = stratified_bootstrap(found.sizes(), found.overall, settings).interval
-    return {"ci_low": ci.low, "ci_high": ci.high, "n_items": ci.n_items, "ci_reason": ci.reason}
-
-
-def compare(a: Found, b: Found, names: tuple[str, str],
-            settings: SignificanceSettings = DEFAULT) -> PairedTest:
-    """Paired stratified bootstrap test of A's overall against B's on the same items."""
-    for found, name in zip((a, b), names, strict=True):
-        if isinstance(found, str):
-            return PairedTest(0, None, None, None, f"{name}: {found}")
-    assert isinstance(a, AgentItems) and isinstance(b, AgentItems)
-    if [(t.task_id, t.items) for t in a.tasks] != [(t.task_id, t.items) for t in b.tasks]:
-        return PairedTest(0, None, None, None, "the two agents' cards name different items")
-    return paired_bootstrap_test(a.sizes(), a.overall, b.overall, settings)
-
-
-def board_fields(found: dict[str, Found], ranked: list[str],
-                 settings: SignificanceSettings = DEFAULT) -> dict[str, dict[str, object]]:
-    """Agent → the statistics fields of its report row: the interval of its overall (every
-    agent in ``found``) and, for every ranked agent but the last, its test against the next
-    ranked agent, Holm over the adjacent comparisons.
-
-    Args:
-        found: Agent → its per-item values (or why none), for every agent with an overall.
-        ranked: The ranked agents, best first.
-        settings: Interval and test settings.
-    """
-    fields = {agent: interval(f, settings) for agent, f in found.items()}
-    adjacent = list(pairwise(ranked))
-    tests = [compare(found[a], found[b], (a, b), settings) for a, b in adjacent]
-    for (a, b), t, adj in zip(adjacent, tests, holm([t.p_value for t in tests], settings),
-                              strict=True):
-        fields[a] |= {"vs_next_agent": b, "n_pairs": t.n_pairs, "paired_difference": t.difference,
-                      "test": t.test, "p_value": t.p_value, "test_reason": t.reason,
-                      "p_adjusted": adj.p_adjusted if adj else None,
-                      "significant": adj.significant if adj else None}
-    return fields
+def board_outcomes(items: Sequence[Scored]) -> Found:
+    """A MedBench board row's per-item values (:func:`stored_items` on the pool version its
+    replicates ran on), or why none (the MedBench kit's
+    :meth:`~tasks_lib.tracks.base.TrackKit.board_outcomes`)."""
+    missing = [s.run.run_id for s in items if not run_store(s.run.run_id).exists(RUN_JSON)]
+    if missing:
+        return f"no stored run record: {', '.join(missing)}"
+    urls = sorted({read_run(s.run.run_id).pool_url for s in items})
+    if len(urls) != 1:
+        return f"the replicates were scored on {len(urls)} pool versions"
+    return stored_items(urls[0], items)

@@ -11,10 +11,11 @@ dataset). A card whose task score is neither (a dataset-level metric, a policy o
 aggregated task → dimension → overall) gets no interval and no test, with that reason, rather
 than an interval of some other number.
 
-MedBench rows are the exception: their task score is the overall of a pool, and their
-statistics are MedBench's own (:mod:`tasks_lib.medbench.report_stats`: items resampled within
-tasks, task → dimension → overall recomputed, paired bootstrap test), the same numbers
-``medflows report medbench`` prints for the same runs.
+A row's outcomes come from its track's kit (:meth:`tasks_lib.tracks.base.TrackKit.
+board_outcomes`; default :func:`row_outcomes`). A kit whose task score is not a weighted mean of
+item outcomes returns its own :class:`BoardOutcomes` (MedBench: the overall of a pool, items
+resampled within tasks and task → dimension → overall recomputed, a paired bootstrap test —
+:mod:`tasks_lib.medbench.report_stats`, the numbers ``medflows report medbench`` prints).
 """
 
 from __future__ import annotations
@@ -23,12 +24,11 @@ import math
 from collections import Counter
 from collections.abc import Sequence
 from itertools import combinations, pairwise
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple, Protocol, Self
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
-from evaluators.core import Track
 from evaluators.significance import (
     DEFAULT,
     Adjusted,
@@ -40,9 +40,7 @@ from evaluators.significance import (
     paired_test,
 )
 from tasks_lib.domain import Frozen
-from tasks_lib.medbench import report_stats
-from tasks_lib.medbench.report_stats import AgentItems
-from tasks_lib.records import RUN_JSON, card_key, read_run, run_store
+from tasks_lib.records import card_key, run_store
 
 if TYPE_CHECKING:
     from tasks_lib.report.board import LeaderboardRow, Scored
@@ -67,8 +65,28 @@ class _Card(BaseModel):
     per_case: list[_Case] = []
 
 
+class BoardOutcomes(Protocol):
+    """What the statistics need of one row's outcomes: its interval and a paired test against
+    another row's outcomes of the same kind."""
+
+    def interval(self, settings: SignificanceSettings) -> dict[str, object]:
+        """The row's interval fields: ``ci_low``, ``ci_high``, ``n_items``, ``ci_reason``."""
+        ...
+
+    def compare(self, other: Self, settings: SignificanceSettings) -> PairedTest:
+        """The paired test of this row (A) against ``other`` (B) on the items both have."""
+        ...
+
+
+def interval_fields(low: float | None, high: float | None, n_items: int | None,
+                    reason: str | None) -> dict[str, object]:
+    """A row's interval fields."""
+    return {"ci_low": low, "ci_high": high, "n_items": n_items, "ci_reason": reason}
+
+
 class Outcomes(NamedTuple):
-    """One board row's per-item outcomes, items sorted by id."""
+    """One board row's per-item outcomes, items sorted by id: the task score is their weighted
+    mean."""
 
     items: np.ndarray
     values: np.ndarray
@@ -76,9 +94,22 @@ class Outcomes(NamedTuple):
     weights: np.ndarray
     """Per item: its weight in the task score (see :mod:`evaluators.significance`)."""
 
+    def interval(self, settings: SignificanceSettings) -> dict[str, object]:
+        """Bootstrap interval of the weighted mean over items."""
+        ci = bootstrap_interval(self.values, self.weights, settings)
+        return interval_fields(ci.low, ci.high, ci.n_items, ci.reason)
 
-Found = Outcomes | AgentItems | str
-"""A row's outcomes (a MedBench row: its per-item values by task), or why it has none."""
+    def compare(self, other: Self, settings: SignificanceSettings) -> PairedTest:
+        """McNemar or paired permutation test on the items both rows have (weights: their
+        mean)."""
+        _, ia, ib = np.intersect1d(self.items, other.items, assume_unique=True,
+                                   return_indices=True)
+        return paired_test(self.values[ia], other.values[ib],
+                           (self.weights[ia] + other.weights[ib]) / 2, settings)
+
+
+Found = BoardOutcomes | str
+"""A row's outcomes, or why it has none."""
 
 
 class PairwiseCell(Frozen):
@@ -162,45 +193,30 @@ def row_outcomes(items: Sequence[Scored]) -> Found:
     return Outcomes(np.array(ids), item_means(matrix), weights)
 
 
-def medbench_outcomes(items: Sequence[Scored]) -> Found:
-    """A MedBench row's per-item values (:func:`tasks_lib.medbench.report_stats.stored_items`
-    on the pool version its runs used), or why none."""
-    missing = [s.run.run_id for s in items if not run_store(s.run.run_id).exists(RUN_JSON)]
-    if missing:
-        return f"no stored run record: {', '.join(missing)}"
-    urls = sorted({read_run(s.run.run_id).pool_url for s in items})
-    if len(urls) != 1:
-        return f"the replicates were scored on {len(urls)} pool versions"
-    return report_stats.stored_items(urls[0], items)
-
-
 def outcomes(items: Sequence[Scored]) -> Found:
-    """A row's outcomes: MedBench's own for a MedBench row, else :func:`row_outcomes`."""
-    if items and items[0].run.track == Track.MEDBENCH.value:
-        return medbench_outcomes(items)
-    return row_outcomes(items)
+    """A row's outcomes, as its track's kit reads them."""
+    from tasks_lib.tracks.base import kit_for
+
+    track = items[0].run.track if items else None
+    return kit_for(track).board_outcomes(items) if track else "no scored run with a track"
 
 
 def compare(a: Found, b: Found, names: tuple[str, str],
             settings: SignificanceSettings = DEFAULT) -> PairedTest:
-    """The paired test of A against B on the items both have (weights: their mean); MedBench
-    rows: :func:`tasks_lib.medbench.report_stats.compare`."""
-    for found, name in zip((a, b), names, strict=True):
-        if isinstance(found, str):
-            return PairedTest(0, None, None, None, f"{name}: {found}")
-    if isinstance(a, AgentItems) and isinstance(b, AgentItems):
-        return report_stats.compare(a, b, names, settings)
-    assert isinstance(a, Outcomes) and isinstance(b, Outcomes)  # one board is one track
-    _, ia, ib = np.intersect1d(a.items, b.items, assume_unique=True, return_indices=True)
-    return paired_test(a.values[ia], b.values[ib], (a.weights[ia] + b.weights[ib]) / 2,
-                       settings)
+    """The paired test of A against B (:meth:`BoardOutcomes.compare`), or why none."""
+    if isinstance(a, str) or isinstance(b, str):
+        name, why = (names[0], a) if isinstance(a, str) else (names[1], b)
+        return PairedTest(0, None, None, None, f"{name}: {why}")
+    if type(a) is not type(b):
+        return PairedTest(0, None, None, None, f"{names[0]} and {names[1]} have outcomes of "
+                                               "different kinds (different tracks)")
+    return a.compare(b, settings)
 
 
 def _interval(found: Found, settings: SignificanceSettings) -> dict[str, object]:
-    if not isinstance(found, Outcomes):
-        return report_stats.interval(found, settings)
-    ci = bootstrap_interval(found.values, found.weights, settings)
-    return {"ci_low": ci.low, "ci_high": ci.high, "n_items": ci.n_items, "ci_reason": ci.reason}
+    if isinstance(found, str):
+        return interval_fields(None, None, None, found)
+    return found.interval(settings)
 
 
 class Pair(NamedTuple):

@@ -27,6 +27,8 @@ if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
     from tasks_lib.execution.environment import ItemEnvironment
     from tasks_lib.harness.environment import Environment
+    from tasks_lib.report.board import Scored
+    from tasks_lib.report.paired import Found
     from tasks_lib.rotation.kit import PoolRotation
 
 
@@ -149,6 +151,16 @@ class TrackKit(ABC):
     def audit_value(self, card: ScoreCard) -> float:
         """What the audit floors bound on a score card: the task score (None counts 0)."""
         return float(card.task_score or 0.0)
+
+    def board_outcomes(self, items: Sequence[Scored]) -> Found:
+        """One leaderboard row's per-item outcomes for the paired statistics (``items``: the
+        row's scored replicates), or why none: by default the per-case primary values of the
+        stored score cards, whose weighted mean is the task score
+        (:func:`tasks_lib.report.paired.row_outcomes`). A kit whose task score is no such mean
+        returns its own :class:`~tasks_lib.report.paired.BoardOutcomes`."""
+        from tasks_lib.report.paired import row_outcomes
+
+        return row_outcomes(items)
 
     def answer_key_data(self, pool_url: str) -> AnswerKeyData:
         """What the answer-key search needs beyond the pool's files: the case ids of the

@@ -11,6 +11,7 @@ line (``InvalidSubmissionError``), nothing is scored. Scoring is in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -31,6 +32,8 @@ if TYPE_CHECKING:
     from tasks_lib.audits.baselines import Baseline
     from tasks_lib.audits.kit_data import AnswerKeyData
     from tasks_lib.medbench.api import MedBenchEnvironment
+    from tasks_lib.report.board import Scored
+    from tasks_lib.report.paired import Found
 
 
 class MedBenchKit(TrackKit):
@@ -95,6 +98,14 @@ class MedBenchKit(TrackKit):
         from tasks_lib.medbench.api import MedBenchEnvironment
 
         return MedBenchEnvironment.open(pool_url)
+
+    def board_outcomes(self, items: Sequence[Scored]) -> Found:
+        """The overall's per-item values by task (:func:`tasks_lib.medbench.report_stats.
+        board_outcomes`): items resampled within tasks, task → dimension → overall
+        recomputed."""
+        from tasks_lib.medbench.report_stats import board_outcomes
+
+        return board_outcomes(items)
 
     def judge_answers(self, pool_url: str, answers: list[str], model: str
                       ) -> list[float | None] | None:
