@@ -20,7 +20,7 @@ from pydantic import Field, ValidationError
 from evaluators.registry import Registry
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError
-from tasks_lib.settings import PROJECT_ROOT, get_settings
+from tasks_lib.settings import get_settings
 
 
 class Harness(StrEnum):
@@ -85,8 +85,6 @@ def upload_agent(name: str) -> AgentSpec:
 EXTERNAL_PREFIX = "external:"
 """Catalog ids of external agents: ``external:<name>@<model alias>`` (the prefix keeps them apart
 from the catalog's ``<model>@<method>`` ids)."""
-AGENTS_DIR = PROJECT_ROOT / "agents"
-"""The repository's external agents, one folder each (``config.yaml`` + the agent's files)."""
 CONFIG_FILE = "config.yaml"
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]*")
 
@@ -98,6 +96,20 @@ class AgentBudget(Frozen):
                                       "run (None: the cell's time budget).")
     max_cost_usd: float | None = Field(default=None, gt=0, description="Model spend the proxy "
                                        "allows the run (None: no cap).")
+    max_steps: int | None = Field(default=None, gt=0, description="The scaffold's own step "
+                                  "count (AIDE: search steps), given as MEDFLOWS_MAX_STEPS "
+                                  "(None: 30, the cell's default turn cap).")
+
+
+class AgentPackages(Frozen):
+    """Python packages an external agent needs beyond medflows' environment, installed once
+    from the package index into a folder of their own (:mod:`tasks_lib.harness.agent_env`)."""
+
+    pip: list[str] = Field(min_length=1, description="pip requirement lines, pinned "
+                           "(``name==version``); installed with ``--no-deps`` unless ``deps``.")
+    deps: bool = Field(default=False, description="Let pip resolve dependencies too (off by "
+                       "default: list them, so a scaffold's own pins cannot replace medflows' "
+                       "numpy, pandas or torch).")
 
 
 class ExternalConfig(Frozen):
@@ -110,16 +122,23 @@ class ExternalConfig(Frozen):
     models: dict[str, str] = Field(min_length=1, description="Model alias the agent may ask the "
                                    "proxy for → litellm provider model (the run's allow-list).")
     budget: AgentBudget = Field(default_factory=AgentBudget, description="Default caps.")
+    packages: AgentPackages | None = Field(default=None, description="Packages to install for "
+                                           "the agent (None: medflows' environment is enough).")
 
 
 def external_dir(name: str) -> Path:
-    """The folder of external agent ``name``."""
-    return AGENTS_DIR / name
+    """The folder of external agent ``name`` (under the ``agents_dir`` setting)."""
+    return get_settings().agents_dir / name
+
+
+def external_names() -> list[str]:
+    """Names of the external agents (folders of ``agents_dir`` holding a ``config.yaml``)."""
+    return sorted(p.parent.name for p in get_settings().agents_dir.glob(f"*/{CONFIG_FILE}"))
 
 
 def load_external(name: str) -> ExternalConfig:
     """The config of external agent ``name`` (``agents/<name>/config.yaml``)."""
-    known = sorted(p.parent.name for p in AGENTS_DIR.glob(f"*/{CONFIG_FILE}"))
+    known = external_names()
     if not _NAME.fullmatch(name) or name not in known:
         raise InputDataError(f"{EXTERNAL_PREFIX}{name}", f"no such external agent; known: "
                                                          f"{', '.join(known) or 'none'}")
@@ -138,12 +157,18 @@ def external_agent(agent_id: str) -> AgentSpec:
     if alias not in config.models:
         raise InputDataError(agent_id, f"give the model after '@', one of: "
                                        f"{', '.join(config.models)}")
+    steps = {"max_turns": config.budget.max_steps} if config.budget.max_steps else {}
     return AgentSpec(agent_id=agent_id, harness=Harness.EXTERNAL, model=config.models[alias],
-                     method=name, params={"model_alias": alias})
+                     method=name, params={"model_alias": alias, **steps})
 
 
 def resolve_agent(agent_id: str) -> AgentSpec:
-    """The agent of a research cell: an external agent's id, else a catalog entry."""
+    """The agent of a research cell: an external agent's id (``external:<name>@<alias>``, or
+    ``<name>@<alias>`` when the catalog has no such id and ``<name>`` is an external agent, as
+    in ``aide@gpt-4o-mini``), else a catalog entry."""
     if agent_id.startswith(EXTERNAL_PREFIX):
         return external_agent(agent_id)
-    return load_catalog().get(agent_id)
+    catalog = load_catalog()
+    if agent_id not in catalog.names() and agent_id.partition("@")[0] in external_names():
+        return external_agent(agent_id)
+    return catalog.get(agent_id)

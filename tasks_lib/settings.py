@@ -62,6 +62,15 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / "datasets" / "prices.yaml",
         description="YAML price snapshot, USD per 1M input/output tokens per model.",
     )
+    agents_dir: Path = Field(
+        default=PROJECT_ROOT / "agents",
+        description="Folder of external agents, one sub-folder each (config.yaml + files).",
+    )
+    agent_env_dir: Path = Field(
+        default_factory=lambda: _state_dir() / "agent-envs",
+        description="Local folder of external agents' installed packages (one sub-folder per "
+                    "agent and package set, reused across runs).",
+    )
     results_dir: Path = Field(
         default_factory=lambda: _state_dir() / "prefect-results",
         description="Where Prefect persists step results so re-runs resume from cache.",

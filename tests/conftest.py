@@ -21,6 +21,7 @@ os.environ.update({
     "MEDFLOWS_RESULTS_DIR": str(_TMP / "results"),
     "PREFECT_HOME": str(_TMP / "prefect-home"),
     "MEDFLOWS_SERVICES_DIR": str(_TMP / "services"),
+    "MEDFLOWS_AGENT_ENV_DIR": str(_TMP / "agent-envs"),
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",

@@ -21,14 +21,23 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from tasks_lib.agents import external_dir, load_external
+from tasks_lib.agents import ExternalConfig, external_dir, load_external
 from tasks_lib.domain import Frozen, RunStatus
+from tasks_lib.harness.agent_env import ENV_DIR, agent_env
 from tasks_lib.harness.briefs import SUBMISSION_DIR, tier_section
 from tasks_lib.harness.loop import LoopEnd
 from tasks_lib.harness.messages import ChatMessage, Role
 from tasks_lib.harness.trace import EventKind, TraceRecorder
 from tasks_lib.proxy import ProxyConfig, ProxyMeter, proxied, serve_proxy
-from tasks_lib.sandbox.base import ExecResult, Language, Mount, SandboxSpec, Violation
+from tasks_lib.sandbox.base import (
+    SAFE_PATH,
+    ExecResult,
+    Language,
+    Mount,
+    SandboxSpec,
+    Violation,
+    sandbox_env,
+)
 from tasks_lib.sandbox.isolation import scan_result, scan_workspace
 from tasks_lib.sandbox.lease import Lease
 
@@ -67,12 +76,29 @@ count){cost}."""
 def contract_env(plan: CellPlan, alias: str, budget_s: float) -> dict[str, str]:
     """The protocol's environment (besides ``OPENAI_BASE_URL``/``OPENAI_API_KEY``, set by the
     proxy): where the brief, public files, workspace and submission are, the model alias to ask
-    for, the wall-clock budget in seconds, and the run's task, tier and id."""
+    for and the provider model behind it (the proxy answers to either), the wall-clock budget
+    in seconds, the step cap (a scaffold's own steps) and the cap per code execution, and the
+    run's task, tier and id."""
     return {"MEDFLOWS_BRIEF": f"{INPUT_DIR}/{BRIEF}", "MEDFLOWS_PUBLIC": "/public",
             "MEDFLOWS_WORKSPACE": "/workspace", "MEDFLOWS_SUBMISSION": SUBMISSION_DIR,
-            "MEDFLOWS_MODEL": alias, "MEDFLOWS_BUDGET_S": str(int(budget_s)),
+            "MEDFLOWS_MODEL": alias, "MEDFLOWS_PROVIDER_MODEL": plan.agent.model,
+            "MEDFLOWS_BUDGET_S": str(int(budget_s)),
+            "MEDFLOWS_MAX_STEPS": str(plan.limits.max_turns),
+            "MEDFLOWS_EXEC_TIMEOUT_S": str(int(min(plan.limits.exec_timeout_s, budget_s))),
             "MEDFLOWS_TASK": plan.task_id, "MEDFLOWS_TIER": plan.tier.value,
             "MEDFLOWS_RUN_ID": plan.run_id}
+
+
+def package_view(name: str, config: ExternalConfig, env: dict[str, str]
+                 ) -> tuple[list[Mount], dict[str, str]]:
+    """The agent's installed packages (:mod:`tasks_lib.harness.agent_env`) as a read-only mount
+    at :data:`~tasks_lib.harness.agent_env.ENV_DIR`, first on ``PYTHONPATH`` and ``PATH``;
+    nothing when the config lists none."""
+    if config.packages is None:
+        return [], {}
+    folder = agent_env(name, config.packages)
+    return [Mount(host=folder.resolve(), target=ENV_DIR)], {
+        "PYTHONPATH": ENV_DIR, "PATH": f"{ENV_DIR}/bin:{env.get('PATH', SAFE_PATH)}"}
 
 
 def brief_text(plan: CellPlan, session: AgentSession, budget_s: float,
@@ -128,11 +154,12 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
     (inputs / BRIEF).write_text(brief, encoding="utf-8")
     (inputs / BRIEF).chmod(0o644)
     base = session.sandbox()
+    mounts, env = package_view(plan.agent.method or "", config, sandbox_env(base))
     spec = base.model_copy(update={
         "mounts": [*base.mounts, Mount(host=external_dir(plan.agent.method or "").resolve(),
                                        target=AGENT_DIR),
-                   Mount(host=inputs, target=INPUT_DIR)],
-        "env": {**base.env, **contract_env(plan, alias, budget_s)}})
+                   Mount(host=inputs, target=INPUT_DIR), *mounts],
+        "env": {**base.env, **contract_env(plan, alias, budget_s), **env}})
     proxy_config = ProxyConfig(models=config.models, max_cost_usd=config.budget.max_cost_usd,
                                salt=f"replicate:{plan.replicate}" if plan.replicate else "")
     recorder.message(ChatMessage(role=Role.SYSTEM, at=time.time(), content=(

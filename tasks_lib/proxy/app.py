@@ -9,7 +9,8 @@ pass the one redaction rule (:mod:`tasks_lib.redaction`) before they leave, and 
 is passed on as its status and redacted message only (never its headers).
 
 Refusals use OpenAI's error JSON, ``{"error": {"message", "type", "param", "code"}}``: 401
-``invalid_api_key``, 404 ``model_not_found`` (the message lists the allowed models), 400 for an
+``invalid_api_key``, 404 ``model_not_found`` for a model neither an allowed alias nor the
+provider model behind one (the message lists the allowed models), 400 for an
 unsupported parameter (``stream: true``, ``n`` > 1, …), 413 for a body over the size cap, and
 429 ``insufficient_quota`` once the budget is spent (with ``x-should-retry: false``, so OpenAI's
 clients do not retry it).
@@ -172,12 +173,12 @@ def build_app(config: ProxyConfig, door: LiteLLMCompletion, meter: Meter, token:
         if not isinstance(body, dict):
             meter.refuse(Refusal.REJECTED)
             return error(400, "request body must be a JSON object", "invalid_request_error")
-        name = body.get("model")
-        if not isinstance(name, str) or name not in config.models:
+        name = config.alias(body.get("model"))
+        if name is None:
             meter.refuse(Refusal.MODEL)
-            return error(404, f"The model `{name}` is not available to this run; allowed: "
-                              f"{', '.join(sorted(config.models))}", "invalid_request_error",
-                         "model_not_found", "model", retry=False)
+            return error(404, f"The model `{body.get('model')}` is not available to this run; "
+                              f"allowed: {', '.join(sorted(config.models))}",
+                         "invalid_request_error", "model_not_found", "model", retry=False)
         problem = unsupported(body)
         if problem is not None:
             meter.refuse(Refusal.REJECTED)

@@ -44,6 +44,16 @@ class ProxyConfig(Frozen):
     max_request_bytes: int = Field(default=MAX_REQUEST_BYTES, gt=0,
                                    description="Largest request body read (bigger: HTTP 413).")
 
+    def alias(self, name: object) -> str | None:
+        """The allowed model a request names: an alias of :attr:`models`, or the provider model
+        behind one (its first alias; scaffolds that route on the model name, like AIDE, can
+        send ``openai/gpt-4o-mini``); None when neither."""
+        if not isinstance(name, str):
+            return None
+        if name in self.models:
+            return name
+        return next((a for a, provider in self.models.items() if provider == name), None)
+
     def cost(self, name: str, prompt_tokens: float, completion_tokens: float) -> float | None:
         """USD of tokens of the allowed model ``name`` (price snapshot; None: unpriced)."""
         return price_snapshot().cost(self.models[name], prompt_tokens, completion_tokens)

@@ -88,3 +88,17 @@ def seg_pool() -> Path:
         record_override(published.url)
         record_version.fn(published.url, published.manifest, len(published.manifest.cases))
     return Path(latest_pool_url(SEG_TASK))
+
+
+@pytest.fixture
+def agents_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """An empty folder of external agents (the ``agents_dir`` setting) for this test."""
+    from tasks_lib.settings import reset_settings
+
+    folder = tmp_path / "agents"
+    folder.mkdir()
+    monkeypatch.setenv("MEDFLOWS_AGENTS_DIR", str(folder))
+    reset_settings()
+    yield folder
+    monkeypatch.delenv("MEDFLOWS_AGENTS_DIR")
+    reset_settings()

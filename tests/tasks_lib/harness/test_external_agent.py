@@ -104,7 +104,7 @@ def test_an_external_agent_id_names_a_folder_and_one_of_its_models() -> None:
         Harness.EXTERNAL, "openai/gpt-4o-mini", "example-llm", {"model_alias": "gpt-4o-mini"})
     with pytest.raises(InputDataError, match="one of: gpt-4o-mini"):
         resolve_agent("external:example-llm@gpt-5")
-    with pytest.raises(InputDataError, match="known: example-llm"):
+    with pytest.raises(InputDataError, match="known: aide, example-llm"):
         resolve_agent("external:../datasets@gpt-4o-mini")
     assert resolve_agent("scripted-baseline").harness is Harness.SCRIPTED
 
@@ -121,8 +121,7 @@ budget: {wall_time_s: 3}
 @pytest.mark.slow
 @needs_bwrap
 def test_an_agent_past_its_wall_clock_ends_timeout_and_what_it_wrote_is_scored(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from tasks_lib import agents
+        tmp_path: Path, agents_dir: Path) -> None:
     from tasks_lib.challenge.pool import publish_challenge_pool
     from tasks_lib.domain import RunStatus, Tier
     from tasks_lib.harness.cell import execute_cell, plan_cell
@@ -131,9 +130,8 @@ def test_an_agent_past_its_wall_clock_ends_timeout_and_what_it_wrote_is_scored(
     from tasks_lib.harness.rescore import score_cell
     from tasks_lib.sandbox.base import SandboxBackend
 
-    (tmp_path / "agents" / "sleeper").mkdir(parents=True)
-    (tmp_path / "agents" / "sleeper" / "config.yaml").write_text(SLEEPER)
-    monkeypatch.setattr(agents, "AGENTS_DIR", tmp_path / "agents")
+    (agents_dir / "sleeper").mkdir()
+    (agents_dir / "sleeper" / "config.yaml").write_text(SLEEPER)
     url, _ = publish_challenge_pool(CHALLENGE, str(tmp_path / "pool"))
     env = file_env(CHALLENGE, Path(url), 120)
     plan = plan_cell("external:sleeper@gpt-4o-mini", env, Tier.LITE, SandboxBackend.LOCAL, 0,
@@ -144,5 +142,63 @@ def test_an_agent_past_its_wall_clock_ends_timeout_and_what_it_wrote_is_scored(
     assert "partial written" in (plan.trace_dir / "conversation.json").read_text()
     record = run_record(plan, execution, env.pool())
     assert (record.status, record.turns, record.cost_usd) == (RunStatus.TIMEOUT, 0, 0.0)
+    card = score_cell(record, plan.submission)
+    assert card.metrics == {"score": 0.0} and card.s5 == 1.0
+
+
+SPENDER = """command: python agent.py
+models: {gpt-4o-mini: openai/gpt-4o-mini}
+budget: {max_cost_usd: 0.00001}
+"""
+SPENDER_AGENT = """import os, shutil, openai
+shutil.copytree(os.path.join(os.environ["MEDFLOWS_PUBLIC"], "sample_submission"),
+                os.environ["MEDFLOWS_SUBMISSION"])
+print("partial written", flush=True)
+client = openai.OpenAI()
+for i in range(200):
+    try:
+        client.chat.completions.create(model=os.environ["MEDFLOWS_MODEL"], max_tokens=4,
+                                       messages=[{"role": "user", "content": f"call {i}"}])
+    except openai.RateLimitError as exc:
+        print(f"refused after {i} calls: {exc.code}", flush=True)
+        raise SystemExit(3)
+"""
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_an_agent_over_its_cost_budget_ends_partial_and_what_it_wrote_is_scored(
+        tmp_path: Path, agents_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.harness.cell import execute_cell, plan_cell
+    from tasks_lib.harness.record import run_record
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.pricing import price_snapshot
+    from tasks_lib.sandbox.base import SandboxBackend
+
+    (agents_dir / "spender").mkdir()
+    (agents_dir / "spender" / "config.yaml").write_text(SPENDER)
+    (agents_dir / "spender" / "agent.py").write_text(SPENDER_AGENT)
+    url, _ = publish_challenge_pool(CHALLENGE, str(tmp_path / "pool"))
+    env = file_env(CHALLENGE, Path(url), 120)
+    with FakeOpenAIServer(_plan) as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+        reset_settings()
+        plan = plan_cell("spender@gpt-4o-mini", env, Tier.LITE, SandboxBackend.LOCAL, 0,
+                         "rules")
+        execution = execute_cell(plan, env)
+    assert (execution.status, execution.error) == (RunStatus.PARTIAL,
+                                                   "the run's model budget was spent")
+    output = (plan.trace_dir / "conversation.json").read_text()
+    assert "partial written" in output and "insufficient_quota" in output
+    record = run_record(plan, execution, env.pool())
+    assert record.status is RunStatus.PARTIAL and record.turns == len(provider.requests) > 0
+    # The cap is checked on each call's estimate before it is sent (docs/proxy.md): the last
+    # admitted call may pass it by its estimation error, no further call is sent.
+    last = price_snapshot().cost("gpt-4o-mini", 20, 4)
+    assert record.cost_usd is not None and last is not None
+    assert 0 < record.cost_usd <= 0.00001 + last
     card = score_cell(record, plan.submission)
     assert card.metrics == {"score": 0.0} and card.s5 == 1.0

@@ -57,6 +57,18 @@ def test_a_plain_openai_client_gets_the_providers_reply_and_the_meter_counts_it(
     assert metered.cache_hits == 0
 
 
+def test_a_request_may_name_the_provider_model_behind_an_alias(
+        provider: FakeOpenAIServer) -> None:
+    """Scaffolds that route on the model name (AIDE sends a name it does not know as OpenAI's
+    to the chat API of OPENAI_BASE_URL) can ask for the provider model itself."""
+    with serve_proxy("proxy-provider-name", config_for(provider)) as handle:
+        reply = client(handle).chat.completions.create(model="openai/gpt-4o-mini", messages=ASK)
+        meter = handle.meter()
+    assert reply.model == "gpt-4o-mini"  # the first alias of that provider model
+    assert provider.requests[-1]["model"] == "gpt-4o-mini"
+    assert list(meter.models) == ["gpt-4o-mini"] and meter.refused_model == 0
+
+
 def test_a_replayed_run_is_served_from_the_call_cache(provider: FakeOpenAIServer,
                                                       cache_on: Path) -> None:
     config = config_for(provider, salt="replicate-0")

@@ -1,0 +1,146 @@
+"""AIDE (``aideml`` 0.2.2, Weco AI) as a medflows external agent (docs/agents.md).
+
+This wrapper plays the part of MLE-bench's ``agents/aide/start.sh``: it hands AIDE the task and
+collects its answer; the search is AIDE's own (its ``Agent``, ``Interpreter`` and ``Journal``,
+unchanged), driven step by step as ``aide.Experiment.run`` does.
+
+- Task: the brief (``$MEDFLOWS_BRIEF``) plus a note on where the submission goes is AIDE's task
+  description; the public view is its ``data_dir`` (linked into its workspace's ``input/``).
+- Model: ``$MEDFLOWS_PROVIDER_MODEL`` (e.g. ``openai/gpt-4o-mini``) for coding and feedback.
+  AIDE sends a name it does not recognise as OpenAI's own to ``$OPENAI_BASE_URL`` with the chat
+  API, i.e. to the run's model proxy, which answers to it; a bare ``gpt-…`` name would make AIDE
+  call ``api.openai.com``'s Responses API directly, which the sandbox refuses.
+- Steps: ``$MEDFLOWS_MAX_STEPS``; the loop also stops when the wall time left
+  (``$MEDFLOWS_BUDGET_S``) is under one execution's cap, so the run ends by itself.
+- Submission: AIDE's code writes ``./working/submission/`` (or, as AIDE's own prompt asks,
+  ``./working/submission.csv``); the folder is emptied before each execution, and after each step
+  whose node is AIDE's best so far (``journal.get_best_node()``) it is copied to
+  ``$MEDFLOWS_SUBMISSION``. A run killed at its cap keeps the best submission found until then.
+- Records: AIDE's journal, best solution and tree plot under ``$MEDFLOWS_WORKSPACE/aide/logs``;
+  the best node's plan as ``plan.md`` (what the S1 judge reads).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+START = time.monotonic()
+BUDGET_S = float(os.environ["MEDFLOWS_BUDGET_S"])
+MARGIN_S = 10.0
+"""Wall time kept back for copying the submission and exiting."""
+
+from aide.agent import Agent  # noqa: E402  (after START: imports count against the budget)
+from aide.interpreter import Interpreter  # noqa: E402
+from aide.journal import Journal  # noqa: E402
+from aide.utils.config import (  # noqa: E402
+    _load_cfg,
+    load_task_desc,
+    prep_agent_workspace,
+    prep_cfg,
+    save_run,
+)
+
+WORKSPACE = Path(os.environ["MEDFLOWS_WORKSPACE"])
+SUBMISSION = Path(os.environ["MEDFLOWS_SUBMISSION"])
+NOTE = """
+
+## Where AIDE's code writes the submission
+
+The input files are in `./input/`. Write the submission into the folder `./working/submission/`,
+in exactly the layout the brief above gives for the submission folder (same file names and
+formats as `./input/sample_submission/` where there is one). It is the file set that is graded.
+"""
+
+
+def configure() -> object:
+    """AIDE's config: its defaults (``aide/utils/config.yaml``) with the run's task, model,
+    steps, execution cap and folders."""
+    root = WORKSPACE / "aide"
+    root.mkdir(parents=True, exist_ok=True)
+    desc = root / "task.md"
+    desc.write_text(Path(os.environ["MEDFLOWS_BRIEF"]).read_text(encoding="utf-8") + NOTE,
+                    encoding="utf-8")
+    model = os.environ["MEDFLOWS_PROVIDER_MODEL"]
+    cfg = _load_cfg(use_cli_args=False)
+    cfg.data_dir = os.environ["MEDFLOWS_PUBLIC"]
+    cfg.desc_file = str(desc)
+    cfg.log_dir = str(root / "logs")
+    cfg.workspace_dir = str(root / "workspaces")
+    cfg.exp_name = os.environ.get("MEDFLOWS_RUN_ID", "run").replace("/", "-")
+    cfg.copy_data = False  # the public view is read-only already: link, do not copy
+    cfg.generate_report = False
+    cfg.exec.timeout = int(os.environ["MEDFLOWS_EXEC_TIMEOUT_S"])
+    cfg.agent.steps = int(os.environ["MEDFLOWS_MAX_STEPS"])
+    cfg.agent.code.model = cfg.agent.feedback.model = cfg.report.model = model
+    return prep_cfg(cfg)
+
+
+def produced(working: Path) -> Path | None:
+    """What the last execution left as its submission: the folder, else AIDE's own
+    ``submission.csv`` (as a one-file folder), else nothing."""
+    folder = working / "submission"
+    if folder.is_dir() and any(folder.iterdir()):
+        return folder
+    single = working / "submission.csv"
+    if single.is_file():
+        folder.mkdir(exist_ok=True)
+        shutil.copy2(single, folder / single.name)
+        return folder
+    return None
+
+
+def keep(folder: Path) -> None:
+    """Make ``folder`` the run's submission."""
+    staging = SUBMISSION.with_name(SUBMISSION.name + ".next")
+    shutil.rmtree(staging, ignore_errors=True)
+    shutil.copytree(folder, staging)
+    shutil.rmtree(SUBMISSION, ignore_errors=True)
+    staging.rename(SUBMISSION)
+
+
+def main() -> None:
+    cfg = configure()
+    task_desc = load_task_desc(cfg)
+    prep_agent_workspace(cfg)
+    journal = Journal()
+    agent = Agent(task_desc=task_desc, cfg=cfg, journal=journal)
+    interpreter = Interpreter(cfg.workspace_dir, **dict(cfg.exec))
+    working = Path(cfg.workspace_dir) / "working"
+
+    def execute(code: str, reset: bool = True) -> object:
+        shutil.rmtree(working / "submission", ignore_errors=True)
+        (working / "submission.csv").unlink(missing_ok=True)
+        return interpreter.run(code, reset)
+
+    kept = None
+    try:
+        for step in range(cfg.agent.steps):
+            left = BUDGET_S - (time.monotonic() - START)
+            if left < cfg.exec.timeout + MARGIN_S and step > 0:
+                print(f"stopping before step {step + 1}: {left:.0f} s left")
+                break
+            agent.step(exec_callback=execute)
+            save_run(cfg, journal)
+            node, best = journal.nodes[-1], journal.get_best_node()
+            found = produced(working)
+            metric = None if node.is_buggy else node.metric.value
+            print(f"step {step + 1}: node {node.id[:8]} buggy={node.is_buggy} metric={metric} "
+                  f"submission={'yes' if found else 'no'}", flush=True)
+            if best is node and found is not None:
+                keep(found)
+                kept = node
+                (WORKSPACE / "plan.md").write_text(f"# Plan (AIDE's best node)\n\n{node.plan}\n",
+                                                   encoding="utf-8")
+    finally:
+        interpreter.cleanup_session()
+    if kept is None:
+        print("no step produced a valid submission")
+    else:
+        print(f"submitted node {kept.id[:8]} (metric {kept.metric.value})")
+
+
+if __name__ == "__main__":
+    main()
