@@ -298,11 +298,18 @@ class DockerSandbox:
             pass_fds=(monitor.write_fd,), start_new_session=True)
         monitor.start()
         deadline = time.monotonic() + ATTACH_WAIT_S
-        while not (_tracer(pid) or tracer.poll() is not None) and time.monotonic() < deadline:
+        attached = False
+        while time.monotonic() < deadline:
+            attached = _tracer(pid)
+            if attached or tracer.poll() is not None:
+                break
             time.sleep(0.01)
+        # Judged before the process resumes: once it runs, a command that ends at once (a
+        # refused wget) ends strace too, which is not a failure to attach.
+        refused = not attached and tracer.poll() is not None
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGCONT)
-        if tracer.poll() is not None:  # strace could not attach (no permission)
+        if refused:  # strace could not attach (no permission)
             return None
         return tracer
 
