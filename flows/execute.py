@@ -28,6 +28,7 @@ from tasks_lib.records import RunRecord
 from tasks_lib.rotation import resolve_pool
 from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.settings import get_settings
+from tasks_lib.taskspec import Budget
 from tasks_lib.tracks.base import kit_for
 
 # Kits are registered when a flow runs, not when this module is imported: execute-qa needs only
@@ -76,7 +77,8 @@ def execute_pool(pool: str, agents: list[str], replicate: int = 0, replicates: i
         cards = cell_tasks(url)
         matrix = run_matrix(f"{kit.track.value}-{cards[0]}" if len(cards) == 1 else
                             f"{kit.track.value}-pool", cells, cards, tiers or ["lite"],
-                            replicates, sandbox, judge_model)
+                            replicates, sandbox, judge_model, max_cost_usd=max_cost_usd,
+                            wall_time_s=time_budget_s)
     return PoolExecution(runs=runs, matrix=matrix)
 
 
@@ -133,13 +135,17 @@ def execute_qa(
 @flow(name="run-cell", flow_run_name="cell-{agent_id}-{task_id}-{tier}-r{replicate}",
       log_prints=True)
 def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "local",
-             replicate: int = 0, judge_model: str | None = None) -> CellReport:
-    """One evaluation cell: plan → execute (stores the run) → score (score flow) → report."""
+             replicate: int = 0, judge_model: str | None = None,
+             max_cost_usd: float | None = None, max_steps: int | None = None,
+             wall_time_s: int | None = None) -> CellReport:
+    """One evaluation cell: plan → execute (stores the run) → score (score flow) → report.
+    ``max_cost_usd``, ``max_steps``, ``wall_time_s``: the run's own caps over the card's."""
     from flows.score import score_runs
 
     compose()
     plan = plan_step(agent_id, task_id, Tier(tier), SandboxBackend(sandbox), replicate,
-                     judge_model)
+                     judge_model, Budget(max_cost_usd=max_cost_usd, max_steps=max_steps,
+                                         wall_time_s=wall_time_s))
     run = execute_step(plan)
     report = build_reports([run], score_runs(run_ids=[run.run_id]))[0]
     print(f"{report.run_id}: {report.status.value} overall={report.overall} "
@@ -150,14 +156,18 @@ def run_cell(agent_id: str, task_id: str, tier: str = "lite", sandbox: str = "lo
 @flow(name="run-matrix", flow_run_name="matrix-{matrix_id}", log_prints=True)
 def run_matrix(matrix_id: str, agents: list[str], tasks: list[str], tiers: list[str],
                replicates: int = 1, sandbox: str = "local",
-               judge_model: str | None = None) -> MatrixRun:
+               judge_model: str | None = None, max_cost_usd: float | None = None,
+               max_steps: int | None = None, wall_time_s: int | None = None) -> MatrixRun:
     """Execute agents × tasks × tiers × replicates (one step per cell, concurrency = the task
-    runner's workers), score every run in one score flow, and write the matrix report."""
+    runner's workers), score every run in one score flow, and write the matrix report.
+    ``max_cost_usd``, ``max_steps``, ``wall_time_s``: every run's own caps over the cards'."""
     from flows.score import score_runs
 
     compose()
     plans = plan_grid_step(agents, tasks, [Tier(t) for t in tiers], replicates,
-                           SandboxBackend(sandbox), judge_model)
+                           SandboxBackend(sandbox), judge_model,
+                           Budget(max_cost_usd=max_cost_usd, max_steps=max_steps,
+                                  wall_time_s=wall_time_s))
     runs = execute_step.map(plans).result()
     reports = build_reports(runs, score_runs(run_ids=[r.run_id for r in runs]))
     summary = summarise(reports)

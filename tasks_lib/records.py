@@ -68,6 +68,10 @@ class RunRecord(Frozen):
                                    "cache, or shared with an identical request in flight, in this "
                                    "execution (None = not a live run).")
     sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
+    limits: dict[str, float] | None = Field(
+        default=None, description="A research cell's caps: wall_time_s, max_steps, "
+        "exec_timeout_s and max_cost_usd when set (None: not a research cell, or recorded "
+        "before caps were).")
     judge_model: str | None = Field(default=None, description="Judge model for S1–S3 "
                                                               "('rules' = offline judge).")
     end: str | None = Field(default=None, description="Why the agent loop stopped.")

@@ -107,6 +107,26 @@ class IOContract(Frozen):
     outputs: str = Field(description="The submission layout the evaluator expects.")
 
 
+class Budget(Frozen):
+    """Compute caps of a research cell: a tier's on its card (``budgets``), or a run's own
+    (``medflows run cell --max-cost-usd/--max-steps/--wall-time-s``). None: the next source's
+    (run → agent config → card tier → card default)."""
+
+    wall_time_s: int | None = Field(default=None, gt=0, le=7 * 86400, description="Wall-clock "
+                                    "cap of the run in seconds (ReX-MLE: 86400).")
+    max_steps: int | None = Field(default=None, gt=0, description="Model turns (tool loop) or "
+                                  "the scaffold's own steps (external agents).")
+    max_cost_usd: float | None = Field(default=None, gt=0, description="Model spend of the run "
+                                       "(price snapshot); reached: the run ends partial.")
+
+    def over(self, other: Budget | None) -> Budget:
+        """This budget's caps, ``other``'s where this one has none."""
+        if other is None:
+            return self
+        return Budget(**{k: v if v is not None else getattr(other, k)
+                         for k, v in self.model_dump().items()})
+
+
 class TaskSpec(Frozen):
     """One benchmark task card (every track)."""
 
@@ -120,6 +140,9 @@ class TaskSpec(Frozen):
     metrics: list[MetricRef] = Field(min_length=1, description="Metrics computed and reported.")
     tiers: list[Tier] = Field(default_factory=lambda: [Tier.STANDARD], description="Tiers.")
     time_budget_s: int = Field(default=3600, gt=0, description="Wall-time budget per run.")
+    budgets: dict[Tier, Budget] = Field(default_factory=dict, description="Per tier, caps that "
+                                        "replace the defaults (time_budget_s, 30 turns, no cost "
+                                        "cap) for that tier's research cells.")
     policy: ScoringPolicy = Field(default_factory=ScoringPolicy,
                                   description="Scoring policy flags (imaging tracks).")
     network: Literal["none", "host"] = Field(

@@ -46,6 +46,14 @@ def run_cell_cmd(
     replicate: int = typer.Option(0, min=0, help="Replicate index."),
     judge_model: str = typer.Option(None, help="Judge model (default: the judge_model setting; "
                                     "'rules' = offline deterministic judge)."),
+    max_cost_usd: float = typer.Option(None, min=0.0, help="The run's model-spend cap in USD "
+                                       "(price snapshot); reached: the run ends partial and what "
+                                       "it produced is scored. Default: the card's tier budget."),
+    max_steps: int = typer.Option(None, min=1, help="Model turns (external agents: their own "
+                                  "steps). Default: the agent's, else the card's tier budget, "
+                                  "else 30."),
+    wall_time_s: int = typer.Option(None, min=1, help="Wall-clock cap in seconds. Default: the "
+                                    "card's tier budget, else its time_budget_s."),
     as_json: bool = typer.Option(False, "--json", help="Print the cell report as JSON."),
 ) -> None:
     """Run one evaluation cell (execute, then score) and print its report."""
@@ -53,7 +61,8 @@ def run_cell_cmd(
     from flows.execute import run_cell
 
     report = run_cell(agent_id=agent, task_id=task, tier=tier.value, sandbox=sandbox.value,
-                      replicate=replicate, judge_model=judge_model)
+                      replicate=replicate, judge_model=judge_model, max_cost_usd=max_cost_usd,
+                      max_steps=max_steps, wall_time_s=wall_time_s)
     if as_json:
         echo_json(report)
         return
@@ -74,6 +83,14 @@ def run_matrix_cmd(
     concurrency: int = typer.Option(2, min=1, help="Cells run at the same time."),
     judge_model: str = typer.Option(None, help="Judge model ('rules' = offline judge)."),
     matrix_id: str = typer.Option(None, help="Report folder name (default: a timestamp)."),
+    max_cost_usd: float = typer.Option(None, min=0.0, help="The run's model-spend cap in USD "
+                                       "(price snapshot); reached: the run ends partial and what "
+                                       "it produced is scored. Default: the card's tier budget."),
+    max_steps: int = typer.Option(None, min=1, help="Model turns (external agents: their own "
+                                  "steps). Default: the agent's, else the card's tier budget, "
+                                  "else 30."),
+    wall_time_s: int = typer.Option(None, min=1, help="Wall-clock cap in seconds. Default: the "
+                                    "card's tier budget, else its time_budget_s."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Run the grid agents × tasks × tiers × N and write the report (matrix.json, matrix.md)."""
@@ -92,7 +109,8 @@ def run_matrix_cmd(
     result = flow(matrix_id=matrix_id or time.strftime("%Y%m%dT%H%M%S"),
                   agents=split_list(agents) or [], tasks=split_list(tasks) or [],
                   tiers=tier_list, replicates=replicates, sandbox=sandbox.value,
-                  judge_model=judge_model)
+                  judge_model=judge_model, max_cost_usd=max_cost_usd, max_steps=max_steps,
+                  wall_time_s=wall_time_s)
     if as_json:
         echo_json(result)
         return

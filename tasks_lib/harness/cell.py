@@ -29,12 +29,13 @@ from tasks_lib.agents import AgentSpec, Harness, resolve_agent
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness.environment import AgentSession, Environment, local_root
-from tasks_lib.harness.external import run_external
+from tasks_lib.harness.external import external_limits, run_external
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
 from tasks_lib.llm_cache import call_journal, write_journal
+from tasks_lib.pricing import price_snapshot
 from tasks_lib.proxy.meter import ProxyMeter
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
@@ -45,6 +46,7 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
 from tasks_lib.sandbox.lease import Lease
+from tasks_lib.taskspec import Budget
 from tasks_lib.tracks.base import find_card, kit_for
 
 
@@ -125,15 +127,26 @@ def runs_root() -> Path:
 
 
 def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBackend,
-              replicate: int, judge_model: str) -> CellPlan:
-    """Resolve the agent and fix ids, folders and limits (the environment's) of one cell."""
+              replicate: int, judge_model: str, budget: Budget | None = None) -> CellPlan:
+    """Resolve the agent and fix ids, folders and limits of one cell: the environment's for
+    the tier, under the run's own ``budget`` where it sets a cap.
+
+    Raises:
+        InputDataError: a cost cap for a model the price snapshot cannot price.
+    """
     agent = resolve_agent(agent_id)
     card = env.card
     run_id = make_run_id(agent_id, card.task_id, tier, replicate)
+    limits = env.limits(agent, tier, budget)
+    if agent.harness is Harness.EXTERNAL:
+        limits = external_limits(agent.method or "", limits)
+    if (limits.max_cost_usd is not None and agent.harness is Harness.TOOL_LOOP
+            and price_snapshot().cost(agent.model, 1, 1) is None):
+        raise InputDataError(agent_id, f"a cost cap needs a price for {agent.model}; the price "
+                                       "snapshot has none")
     return CellPlan(agent=agent, task_id=card.task_id, track=card.track, tier=tier,
                     backend=backend, replicate=replicate, run_id=run_id, pool_dir=env.pool_dir,
-                    run_dir=runs_root() / run_id, judge_model=judge_model,
-                    limits=env.limits(agent))
+                    run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits)
 
 
 def cell_environment(plan: CellPlan) -> Environment:
@@ -174,6 +187,8 @@ def sandbox_class(backend: SandboxBackend) -> type:
 def _status(end: LoopEnd | None, violations: list[Violation]) -> RunStatus:
     if violations or end is LoopEnd.TERMINATED:
         return RunStatus.INVALID
+    if end is LoopEnd.BUDGET:
+        return RunStatus.PARTIAL
     return RunStatus.TIMEOUT if end is LoopEnd.TIMEOUT else RunStatus.COMPLETED
 
 

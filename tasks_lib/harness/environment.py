@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from fsspec.implementations.local import LocalFileSystem
 from pydantic import Field
 
-from tasks_lib.domain import Frozen
+from tasks_lib.domain import Frozen, Tier
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness import briefs
 from tasks_lib.harness.loop import AgentLoop, LoopLimits
@@ -35,7 +35,7 @@ from tasks_lib.pool_lock import PoolUnusableError
 from tasks_lib.records import SUBMISSION
 from tasks_lib.sandbox.base import NetworkPolicy, Sandbox, SandboxSpec, Violation, agent_spec
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import TaskSpec
+from tasks_lib.taskspec import Budget, TaskSpec
 from tasks_lib.tracks.base import find_card
 
 if TYPE_CHECKING:
@@ -130,11 +130,26 @@ class Environment:
         self.card = card
         self.pool_dir = (pool_dir or local_pool_dir(card.task_id)).resolve()
 
-    def limits(self, agent: AgentSpec) -> LoopLimits:
-        """The card's time budget; the agent's ``max_turns`` (default 30)."""
+    def base_limits(self, agent: AgentSpec) -> LoopLimits:
+        """The kit's caps before the card's tier budget: the card's time budget; the agent's
+        ``max_turns`` (default 30)."""
         budget = self.card.time_budget_s
         return LoopLimits(max_turns=int(agent.params.get("max_turns", 30)), wall_time_s=budget,
                           exec_timeout_s=min(600, budget))
+
+    def limits(self, agent: AgentSpec, tier: Tier, run: Budget | None = None) -> LoopLimits:
+        """The caps of a cell on this card: the run's own ``run`` budget, else the agent's
+        ``max_turns`` (steps only), else the card's budget for ``tier``, else
+        :meth:`base_limits`; one execution never runs past the wall-clock cap."""
+        base = self.base_limits(agent)
+        card = self.card.budgets.get(tier)
+        budget = (run or Budget()).over(
+            Budget(max_steps=base.max_turns) if "max_turns" in agent.params else None
+        ).over(card)
+        wall = budget.wall_time_s or base.wall_time_s
+        return LoopLimits(max_turns=budget.max_steps or base.max_turns, wall_time_s=wall,
+                          exec_timeout_s=min(base.exec_timeout_s, wall),
+                          max_cost_usd=budget.max_cost_usd)
 
     def pool(self) -> PoolRef:
         """The pool version from its manifest."""

@@ -25,7 +25,7 @@ from tasks_lib.agents import ExternalConfig, external_dir, load_external
 from tasks_lib.domain import Frozen, RunStatus
 from tasks_lib.harness.agent_env import ENV_DIR, agent_env
 from tasks_lib.harness.briefs import SUBMISSION_DIR, tier_section
-from tasks_lib.harness.loop import LoopEnd
+from tasks_lib.harness.loop import LoopEnd, LoopLimits
 from tasks_lib.harness.messages import ChatMessage, Role
 from tasks_lib.harness.trace import EventKind, TraceRecorder
 from tasks_lib.proxy import ProxyConfig, ProxyMeter, proxied, serve_proxy
@@ -101,6 +101,17 @@ def package_view(name: str, config: ExternalConfig, env: dict[str, str]
         "PYTHONPATH": ENV_DIR, "PATH": f"{ENV_DIR}/bin:{env.get('PATH', SAFE_PATH)}"}
 
 
+def external_limits(name: str, limits: LoopLimits) -> LoopLimits:
+    """A cell's caps for external agent ``name``: its config's wall-clock and cost caps where
+    they are smaller (its ``max_steps`` is already the agent's ``max_turns``)."""
+    budget = load_external(name).budget
+    costs = [c for c in (limits.max_cost_usd, budget.max_cost_usd) if c is not None]
+    wall = min(limits.wall_time_s, budget.wall_time_s or math.inf)
+    return limits.model_copy(update={"wall_time_s": wall,
+                                     "exec_timeout_s": min(limits.exec_timeout_s, wall),
+                                     "max_cost_usd": min(costs) if costs else None})
+
+
 def brief_text(plan: CellPlan, session: AgentSession, budget_s: float,
                max_cost_usd: float | None) -> str:
     """The agent's brief: the session's task brief, the tier's scaffolding, the protocol."""
@@ -149,8 +160,8 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
          sandbox_type: type, inputs: Path) -> ExternalRun:
     config = load_external(plan.agent.method or "")
     alias = str(plan.agent.params["model_alias"])
-    budget_s = min(plan.limits.wall_time_s, config.budget.wall_time_s or math.inf)
-    brief = brief_text(plan, session, budget_s, config.budget.max_cost_usd)
+    budget_s = plan.limits.wall_time_s
+    brief = brief_text(plan, session, budget_s, plan.limits.max_cost_usd)
     (inputs / BRIEF).write_text(brief, encoding="utf-8")
     (inputs / BRIEF).chmod(0o644)
     base = session.sandbox()
@@ -160,7 +171,7 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
                                        target=AGENT_DIR),
                    Mount(host=inputs, target=INPUT_DIR), *mounts],
         "env": {**base.env, **contract_env(plan, alias, budget_s), **env}})
-    proxy_config = ProxyConfig(models=config.models, max_cost_usd=config.budget.max_cost_usd,
+    proxy_config = ProxyConfig(models=config.models, max_cost_usd=plan.limits.max_cost_usd,
                                salt=f"replicate:{plan.replicate}" if plan.replicate else "")
     recorder.message(ChatMessage(role=Role.SYSTEM, at=time.time(), content=(
         f"External agent {plan.agent.method} (agents/{plan.agent.method}): "

@@ -31,6 +31,7 @@ from tasks_lib.harness.messages import (
 )
 from tasks_lib.harness.policies import Policy
 from tasks_lib.harness.trace import EventKind, TraceRecorder
+from tasks_lib.pricing import price_snapshot
 from tasks_lib.sandbox.base import ExecResult, Sandbox
 from tasks_lib.sandbox.isolation import (
     WARNING,
@@ -58,6 +59,8 @@ class LoopEnd(StrEnum):
     """The agent called ``finish_task`` (RWE runs)."""
     INVALID_OUTPUTS = "invalid_outputs"
     """More invalid outputs in one turn than the track allows (RWE: > 5)."""
+    BUDGET = "budget"
+    """The run's cost cap was reached (the run is ``partial``)."""
 
 
 class LoopLimits(Frozen):
@@ -66,6 +69,14 @@ class LoopLimits(Frozen):
     max_turns: int = Field(default=30, gt=0, description="Model turns before the run stops.")
     wall_time_s: float = Field(default=3600, gt=0, description="Wall-time cap of the run.")
     exec_timeout_s: float = Field(default=600, gt=0, description="Cap per code execution.")
+    max_cost_usd: float | None = Field(default=None, gt=0, description="Model spend of the run "
+                                       "(price snapshot; None: no cap).")
+
+    def recorded(self) -> dict[str, float]:
+        """The caps as the run record keeps them (``RunRecord.limits``)."""
+        return {k: v for k, v in {"wall_time_s": self.wall_time_s, "max_steps": self.max_turns,
+                                  "exec_timeout_s": self.exec_timeout_s,
+                                  "max_cost_usd": self.max_cost_usd}.items() if v is not None}
 
 
 class LoopOutcome(Frozen):
@@ -118,6 +129,9 @@ class AgentLoop:
             turn += 1
             reply = self.policy.next_turn(self.messages)
             self._account(reply, turn)
+            if self._spent(turn):
+                end = LoopEnd.BUDGET
+                break
             outcome = self._act(reply, turn, deadline)
             if outcome is not None:
                 end = outcome
@@ -131,6 +145,19 @@ class AgentLoop:
         self.recorder.event(EventKind.MODEL_TURN, turn, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens, truncated=reply.truncated,
                             n_tool_calls=len(reply.tool_calls))
+
+    def _spent(self, turn: int) -> bool:
+        """The run's cost cap is reached (its tokens so far at the price snapshot's price; an
+        unpriced model is refused a cap when the cell is planned)."""
+        cap = self.limits.max_cost_usd
+        if cap is None:
+            return False
+        spent = price_snapshot().cost(self.policy.model, *self.tokens)
+        if spent is None or spent < cap:
+            return False
+        self.recorder.event(EventKind.HOST, turn, budget_spent_usd=round(spent, 6),
+                            max_cost_usd=cap)
+        return True
 
     def _act(self, reply: AgentTurn, turn: int, deadline: float) -> LoopEnd | None:
         if not reply.tool_calls:

@@ -19,34 +19,38 @@ from tasks_lib.sandbox.base import SandboxBackend
 from tasks_lib.sandbox.local import SandboxUnavailableError
 from tasks_lib.scoring import record_run
 from tasks_lib.settings import get_settings
+from tasks_lib.taskspec import Budget
 from tasks_lib.tracks.base import find_card, kit_for
 
 
 def _plan(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend, replicate: int,
-          judge: str, envs: dict[str, Environment]) -> CellPlan:
+          judge: str, envs: dict[str, Environment], budget: Budget | None) -> CellPlan:
     """One cell's plan in its kit's environment for the task (on the newest pool serving the
-    task; ``envs`` caches the lookups)."""
+    task; ``envs`` caches the lookups), under the run's own ``budget``."""
     if task_id not in envs:
         card = find_card(task_id)
         envs[task_id] = kit_for(card.track).environment(card)
-    return cell_mod.plan_cell(agent_id, envs[task_id], tier, backend, replicate, judge)
+    return cell_mod.plan_cell(agent_id, envs[task_id], tier, backend, replicate, judge, budget)
 
 
 @task(task_run_name="plan-{agent_id}-{task_id}-{tier}-r{replicate}")
 def plan_step(agent_id: str, task_id: str, tier: Tier, backend: SandboxBackend,
-              replicate: int, judge_model: str | None) -> CellPlan:
-    """Resolve the agent, fix the run id, folders and limits of one cell."""
+              replicate: int, judge_model: str | None, budget: Budget | None = None) -> CellPlan:
+    """Resolve the agent, fix the run id, folders and limits of one cell (``budget``: the
+    run's own caps over the card's)."""
     return _plan(agent_id, task_id, tier, backend, replicate,
-                 judge_model or get_settings().judge_model, {})
+                 judge_model or get_settings().judge_model, {}, budget)
 
 
 @task(task_run_name="plan-grid")
 def plan_grid_step(agents: list[str], tasks: list[str], tiers: list[Tier], replicates: int,
-                   backend: SandboxBackend, judge_model: str | None) -> list[CellPlan]:
-    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist)."""
+                   backend: SandboxBackend, judge_model: str | None,
+                   budget: Budget | None = None) -> list[CellPlan]:
+    """Plans of every cell agents × tasks × tiers × replicates (each task's pool must exist;
+    ``budget``: every run's own caps over the cards')."""
     judge = judge_model or get_settings().judge_model
     envs: dict[str, Environment] = {}
-    return [_plan(a, t, tier, backend, r, judge, envs)
+    return [_plan(a, t, tier, backend, r, judge, envs, budget)
             for a, t, tier, r in product(agents, tasks, tiers, range(replicates))]
 
 

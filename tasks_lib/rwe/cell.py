@@ -173,7 +173,7 @@ class RweEnvironment(Environment):
         super().__init__(card, pool)
         self.role_limits = role_limits or RoleLimits()
 
-    def limits(self, agent: AgentSpec) -> LoopLimits:
+    def base_limits(self, agent: AgentSpec) -> LoopLimits:
         """Spec §4 (:data:`LIMITS`); the agent's ``max_turns`` if it sets one."""
         turns = int(agent.params.get("max_turns", LIMITS.max_turns))
         return LIMITS.model_copy(update={"max_turns": turns})

@@ -195,6 +195,8 @@ def test_an_agent_over_its_cost_budget_ends_partial_and_what_it_wrote_is_scored(
     assert "partial written" in output and "insufficient_quota" in output
     record = run_record(plan, execution, env.pool())
     assert record.status is RunStatus.PARTIAL and record.turns == len(provider.requests) > 0
+    assert record.limits == {"wall_time_s": 120, "max_steps": 30, "exec_timeout_s": 120,
+                             "max_cost_usd": 0.00001}
     # The cap is checked on each call's estimate before it is sent (docs/proxy.md): the last
     # admitted call may pass it by its estimation error, no further call is sent.
     last = price_snapshot().cost("gpt-4o-mini", 20, 4)

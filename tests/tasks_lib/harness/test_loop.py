@@ -138,3 +138,35 @@ def test_turn_limit(sandbox: BwrapSandbox, tmp_path: Path) -> None:
                         LoopLimits(max_turns=3)).run("sys", "user")
     assert (outcome.end, outcome.turns) == (LoopEnd.TURN_LIMIT, 3)
     assert os.path.exists(tmp_path / "r" / "trace.jsonl")
+
+
+def test_a_run_past_its_cost_cap_ends_partial_after_that_turn(sandbox: BwrapSandbox,
+                                                              tmp_path: Path) -> None:
+    from tasks_lib.domain import RunStatus
+    from tasks_lib.harness.cell import _status
+    from tasks_lib.pricing import price_snapshot
+
+    replies = [_exec(i, "bash", f"echo step{i} >> /workspace/steps.txt") for i in range(10)]
+    model = "openai/gpt-4o-mini"
+    cap = price_snapshot().cost(model, 60, 0)
+    assert cap is not None
+    with FakeOpenAIServer(lambda body: replies[len(body["messages"]) // 2 - 1]) as server:
+        policy = LiteLLMPolicy(model, api_base=server.base_url, base_delay=0.01)
+        loop = AgentLoop(policy, sandbox, TraceRecorder(tmp_path / "run"),
+                         LoopLimits(max_turns=10, max_cost_usd=cap))
+        outcome = loop.run("You are a researcher.", "Do the task.")
+    events = [json.loads(line) for line in (tmp_path / "run" / "trace.jsonl").read_text()
+              .splitlines()]
+    turns = [e["detail"] for e in events if e["kind"] == "model_turn"]
+    running = [price_snapshot().cost(model, sum(t["prompt_tokens"] for t in turns[:n]),
+                                     sum(t["completion_tokens"] for t in turns[:n]))
+               for n in range(1, len(turns) + 1)]
+    # It stopped on the first turn whose running cost reached the cap, before acting on it:
+    # the turns before it acted, and what they wrote stays (a partial run is still scored).
+    assert outcome.end is LoopEnd.BUDGET and _status(outcome.end, []) is RunStatus.PARTIAL
+    assert 1 < outcome.turns == len(turns) < 10
+    assert all(c is not None and c < cap for c in running[:-1])
+    assert running[-1] is not None and running[-1] >= cap
+    written = (tmp_path / "workspace" / "steps.txt").read_text().split()
+    assert written == [f"step{i}" for i in range(outcome.turns - 1)]
+    assert any(e["detail"].get("max_cost_usd") == cap for e in events if e["kind"] == "host")
