@@ -68,6 +68,8 @@ class RunRecord(Frozen):
                                    "cache, or shared with an identical request in flight, in this "
                                    "execution (None = not a live run).")
     sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
+    gpus: list[str] = Field(default_factory=list, description="Host GPU devices the run's "
+                            "sandbox had (setting sandbox_gpus).")
     limits: dict[str, float] | None = Field(
         default=None, description="A research cell's caps: wall_time_s, max_steps, "
         "exec_timeout_s and max_cost_usd when set (None: not a research cell, or recorded "

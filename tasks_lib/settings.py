@@ -62,6 +62,16 @@ class Settings(BaseSettings):
         default=PROJECT_ROOT / "datasets" / "prices.yaml",
         description="YAML price snapshot, USD per 1M input/output tokens per model.",
     )
+    model_cache_dir: Path | None = Field(
+        default=None,
+        description="Folder of pretrained weights and data an operator fills, mounted read-only "
+                    "at /cache in every research cell's sandbox (None: no cache).",
+    )
+    sandbox_gpus: bool = Field(
+        default=False,
+        description="Pass the host's NVIDIA devices (/dev/nvidia*) into research cells' "
+                    "sandboxes; refused on a host without one.",
+    )
     agents_dir: Path = Field(
         default=PROJECT_ROOT / "agents",
         description="Folder of external agents, one sub-folder each (config.yaml + files).",

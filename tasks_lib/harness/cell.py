@@ -44,6 +44,7 @@ from tasks_lib.sandbox.base import (
     Violation,
     ViolationKind,
 )
+from tasks_lib.sandbox.devices import cell_cache, cell_gpus
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.taskspec import Budget
@@ -65,6 +66,10 @@ class CellPlan(Frozen):
                                       "storage root.")
     judge_model: str = Field(description="Judge model ('rules' = offline judge).")
     limits: LoopLimits = Field(description="Turn, wall-time and execution caps.")
+    cache_dir: Path | None = Field(default=None, description="The operator's model cache, "
+                                   "read-only at /cache (tasks_lib.sandbox.devices).")
+    gpus: list[str] = Field(default_factory=list, description="Host GPU devices passed into "
+                            "the sandbox.")
 
     @property
     def workspace(self) -> Path:
@@ -146,7 +151,8 @@ def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBacke
                                        "snapshot has none")
     return CellPlan(agent=agent, task_id=card.task_id, track=card.track, tier=tier,
                     backend=backend, replicate=replicate, run_id=run_id, pool_dir=env.pool_dir,
-                    run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits)
+                    run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits,
+                    cache_dir=cell_cache(), gpus=cell_gpus())
 
 
 def cell_environment(plan: CellPlan) -> Environment:
@@ -240,7 +246,7 @@ def _run_agent(plan: CellPlan, env: Environment, recorder: TraceRecorder, lease:
             execution = _external(plan, session, recorder, lease)
         else:
             policy = make_policy(plan, session)
-            sandbox = sandbox_class(plan.backend)(session.sandbox(), lease=lease)
+            sandbox = sandbox_class(plan.backend)(session.cell_sandbox(), lease=lease)
             try:
                 execution = _drive(session.loop(policy, sandbox, recorder), session, recorder)
             finally:

@@ -34,6 +34,7 @@ from tasks_lib.imaging.pool import latest_pool_url
 from tasks_lib.pool_lock import PoolUnusableError
 from tasks_lib.records import SUBMISSION
 from tasks_lib.sandbox.base import NetworkPolicy, Sandbox, SandboxSpec, Violation, agent_spec
+from tasks_lib.sandbox.devices import lend
 from tasks_lib.storage import Storage
 from tasks_lib.taskspec import Budget, TaskSpec
 from tasks_lib.tracks.base import find_card
@@ -71,6 +72,12 @@ class AgentSession:
         p = self.plan
         return agent_spec(p.pool_dir / "public", p.workspace, p.forbidden,
                           NetworkPolicy(self.card.network))
+
+    def cell_sandbox(self) -> SandboxSpec:
+        """The sandbox the cell's agent runs in: :meth:`sandbox` (the kit's) with what the host
+        lends every research cell, the plan's model cache and GPUs
+        (:mod:`tasks_lib.sandbox.devices`)."""
+        return lend(self.sandbox(), self.plan.cache_dir, self.plan.gpus)
 
     def scripted(self) -> Policy:
         """The track's scripted agent for the plan's catalog ``method``."""

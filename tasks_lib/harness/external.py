@@ -164,7 +164,7 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
     brief = brief_text(plan, session, budget_s, plan.limits.max_cost_usd)
     (inputs / BRIEF).write_text(brief, encoding="utf-8")
     (inputs / BRIEF).chmod(0o644)
-    base = session.sandbox()
+    base = session.cell_sandbox()
     mounts, env = package_view(plan.agent.method or "", config, sandbox_env(base))
     spec = base.model_copy(update={
         "mounts": [*base.mounts, Mount(host=external_dir(plan.agent.method or "").resolve(),

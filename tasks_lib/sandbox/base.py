@@ -148,6 +148,8 @@ class SandboxSpec(Frozen):
     launcher: list[str] = Field(
         default_factory=list, description="argv run inside, in front of every command, that "
         "ends by exec'ing it (e.g. the model proxy's loopback forwarder, tasks_lib.proxy).")
+    devices: list[str] = Field(default_factory=list, description="Host device files passed "
+                               "through at the same path (GPUs: tasks_lib.sandbox.devices).")
 
 
 class ExecResult(Frozen):

@@ -200,6 +200,7 @@ class DockerSandbox:
             user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir=spec.workdir, environment=env,
             volumes=volumes, tmpfs={"/tmp": f"rw,size={limits.tmp_mb}m"}, init=True,
             hostname="sandbox", name=self.name,
+            devices=[f"{d}:{d}:rwm" for d in spec.devices],
             labels={"medflows": "sandbox", LEASE_LABEL: self.lease.record.lease_id},
         )
 

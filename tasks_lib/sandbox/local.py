@@ -72,6 +72,8 @@ def bwrap_argv(spec: SandboxSpec, extra: list[str] | None = None) -> list[str]:
             argv += ["--ro-bind", folder, folder]
     argv += ["--proc", "/proc", "--dev", "/dev",
              "--size", str(spec.limits.tmp_mb * 2**20), "--tmpfs", "/tmp", *(extra or [])]
+    for device in spec.devices:
+        argv += ["--dev-bind", device, device]
     for folder in spec.runtime:  # after /tmp: the runtime may live under it (a clone in /tmp)
         argv += ["--ro-bind", folder, folder]
     for mount in spec.mounts:

@@ -7,9 +7,12 @@ from pathlib import Path
 import pytest
 
 from tasks_lib.sandbox.base import Language, agent_spec
+from tasks_lib.sandbox.devices import lend
 from tasks_lib.sandbox.docker_backend import DockerSandbox
 
 pytestmark = pytest.mark.slow
+DEVICE = "/dev/loop-control"
+"""A host device a container does not get unless it is passed through."""
 
 
 def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
@@ -19,8 +22,12 @@ def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
     (tmp_path / "private").mkdir()
     (tmp_path / "public" / "in.txt").write_text("hello")
     (tmp_path / "private" / "secret.txt").write_text("CANARY")
-    sandbox = DockerSandbox(agent_spec(tmp_path / "public", tmp_path / "workspace",
-                                       [str(tmp_path / "private")]))
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "weights.txt").write_text("w1")
+    # what the host lends research cells: the model cache (read-only) and devices
+    sandbox = DockerSandbox(lend(agent_spec(tmp_path / "public", tmp_path / "workspace",
+                                            [str(tmp_path / "private")]),
+                                 tmp_path / "cache", [DEVICE]))
     try:
         ok = sandbox.execute(Language.PYTHON, "import numpy, os\n"
                              "print(open('/public/in.txt').read(), os.getuid())\n"
@@ -46,6 +53,10 @@ def test_container_runs_code_with_mounts_and_kills_at_cap(docker_env: str,
         assert sandbox.execute(Language.BASH, "pgrep -c sleep || true", 30).stdout == "1\n"
         # monitored by effect: the network attempt is observed, not read from the code
         assert net.monitored and [v.kind.value for v in net.observed] == ["network"]
+        lent = sandbox.execute(Language.BASH, f"cat /cache/weights.txt; echo; echo $HF_HOME; "
+                               f"test -e {DEVICE} && echo dev; echo x > /cache/new", 30)
+        assert lent.stdout == "w1\n/cache/huggingface\ndev\n" and lent.exit_code != 0
+        assert not (tmp_path / "cache" / "new").exists()
     finally:
         sandbox.close()
 

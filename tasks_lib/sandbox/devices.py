@@ -1,0 +1,78 @@
+"""What the host lends a research cell's sandbox besides the kit's view: the operator's
+read-only model cache and the host's GPUs (settings ``model_cache_dir``, ``sandbox_gpus``).
+
+Both are fixed when the cell is planned (an unusable setting fails then, with the reason) and
+added to whatever sandbox the kit's session builds (bubblewrap or Docker), so every track's
+research cells get them alike.
+
+- **Cache**: the folder is bound read-only at :data:`CACHE_DIR`; ``MEDFLOWS_CACHE`` names it and
+  the usual library variables point into it (``HF_HOME``, ``TORCH_HOME``), with the Hugging Face
+  libraries offline: an agent loads the weights the operator put there and downloads nothing.
+- **GPUs**: the NVIDIA device files (``/dev/nvidia0`` …, ``nvidiactl``, ``nvidia-uvm``) are
+  passed through at the same path (bubblewrap ``--dev-bind``; Docker ``devices``); the driver's
+  libraries come with the host's ``/usr``, which both backends bind read-only. The run record
+  lists the devices a run had (``gpus``).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tasks_lib.errors import InputDataError
+from tasks_lib.sandbox.base import Mount, SandboxSpec
+from tasks_lib.settings import get_settings
+
+CACHE_DIR = "/cache"
+"""Where the operator's model cache appears inside (read-only)."""
+DEV = Path("/dev")
+NVIDIA = ("nvidiactl", "nvidia-uvm", "nvidia-uvm-tools", "nvidia-modeset")
+
+
+def gpu_devices(dev: Path = DEV) -> list[str]:
+    """The host's NVIDIA device files (empty: no GPU)."""
+    cards = sorted(str(p) for p in dev.glob("nvidia[0-9]*"))
+    if not cards:
+        return []
+    return cards + [str(dev / n) for n in NVIDIA if (dev / n).exists()]
+
+
+def cell_cache() -> Path | None:
+    """The operator's model cache (setting ``model_cache_dir``), checked; None: none set.
+
+    Raises:
+        InputDataError: the setting names no folder.
+    """
+    folder = get_settings().model_cache_dir
+    if folder is None:
+        return None
+    if not folder.is_dir():
+        raise InputDataError("MEDFLOWS_MODEL_CACHE_DIR", f"{folder} is not a folder")
+    return folder.resolve()
+
+
+def cell_gpus(dev: Path = DEV) -> list[str]:
+    """The devices research cells get (setting ``sandbox_gpus``; empty when off).
+
+    Raises:
+        InputDataError: the setting is on and the host has no NVIDIA device.
+    """
+    if not get_settings().sandbox_gpus:
+        return []
+    found = gpu_devices(dev)
+    if not found:
+        raise InputDataError("MEDFLOWS_SANDBOX_GPUS", f"GPU passthrough is on but this host has "
+                                                      f"no NVIDIA device ({dev}/nvidia*)")
+    return found
+
+
+def lend(spec: SandboxSpec, cache: Path | None, gpus: list[str]) -> SandboxSpec:
+    """``spec`` with the cache mounted at :data:`CACHE_DIR` and the ``gpus`` passed through."""
+    if cache is None and not gpus:
+        return spec
+    mounts, env = list(spec.mounts), dict(spec.env)
+    if cache is not None:
+        mounts.append(Mount(host=cache, target=CACHE_DIR))
+        env |= {"MEDFLOWS_CACHE": CACHE_DIR, "HF_HOME": f"{CACHE_DIR}/huggingface",
+                "TORCH_HOME": f"{CACHE_DIR}/torch", "TRANSFORMERS_OFFLINE": "1"}
+    return spec.model_copy(update={"mounts": mounts, "env": env,
+                                   "devices": [*spec.devices, *gpus]})
