@@ -76,3 +76,43 @@ def test_docker_cells_agent_and_evaluator_in_containers(docker_env: str, prefect
                    sandbox="docker", judge_model="rules")
     assert bad.status.value == "invalid"
     assert set(bad.stages.model_dump().values()) == {0.0} and bad.overall == 0.0
+
+
+def test_an_external_agent_runs_in_a_container_behind_the_proxy(
+        docker_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agents/example-llm on ``--sandbox docker``: the proxy is served on the container's own
+    loopback, the one model call reaches the provider with the operator's key, the run's
+    meter counts it, and the sample submission it copied is scored."""
+    from support.cells import file_env
+    from support.openai_server import FakeOpenAIServer
+
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.harness.cell import execute_cell, plan_cell
+    from tasks_lib.harness.record import run_record
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.sandbox.base import SandboxBackend
+    from tasks_lib.settings import reset_settings
+
+    url, _ = publish_challenge_pool("ldct-iqa", str(tmp_path / "pool"))
+    env = file_env("ldct-iqa", Path(url), 120)
+    key = "sk-docker-external-0123456789abcdef"
+    with FakeOpenAIServer(lambda body: "Copy the sample.") as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", key)
+        reset_settings()
+        try:
+            plan = plan_cell("example-llm@gpt-4o-mini", env, Tier.LITE, SandboxBackend.DOCKER,
+                             0, "rules")
+            execution = execute_cell(plan, env)
+        finally:
+            reset_settings()
+    assert (execution.status, execution.violations) == (RunStatus.COMPLETED, []), \
+        execution.error
+    assert len(provider.requests) == 1
+    headers = {k.lower(): v for k, v in provider.headers[0].items()}
+    assert headers["authorization"] == f"Bearer {key}"
+    record = run_record(plan, execution, env.pool())
+    assert record.turns == 1 and record.cost_usd and record.sandbox == "docker"
+    assert "submitted: ['submission.csv']" in (plan.trace_dir / "conversation.json").read_text()
+    assert score_cell(record, plan.submission).metrics == {"score": 0.0}
