@@ -136,10 +136,15 @@ def _status(result: ExecResult, violations: list[Violation], meter: ProxyMeter
 
 
 def _record_calls(recorder: TraceRecorder, meter: ProxyMeter, models: dict[str, str]) -> None:
-    """One ``model_turn`` event per model the agent asked the proxy for, and the refusals."""
+    """One ``model_turn`` event per call the agent made through the proxy (turn = its number;
+    the meter logs the first ``MAX_CALLS``), a ``host`` event of the totals of each model, and
+    the refusals."""
+    for n, call in enumerate(meter.calls, 1):
+        recorder.event(EventKind.MODEL_TURN, n, via="proxy",
+                       provider_model=models.get(call.model), **call.model_dump())
     for alias, usage in meter.models.items():
-        recorder.event(EventKind.MODEL_TURN, 1, model=alias, provider_model=models.get(alias),
-                       via="proxy", **usage.model_dump())
+        recorder.event(EventKind.HOST, len(meter.calls) or 1, proxy_model=alias,
+                       **usage.model_dump())
     if meter.refused_model or meter.unauthorized or meter.rejected:
         recorder.event(EventKind.HOST, 1, proxy_refused_model=meter.refused_model,
                        proxy_unauthorized=meter.unauthorized, proxy_rejected=meter.rejected)

@@ -9,6 +9,10 @@ characters a token, and its ``max_tokens`` if given) must stay within ``max_cost
 longer than its estimate can still take the run past the budget by that one call; every later
 request is refused.
 
+Each request that reached the budget check is also logged as a :class:`ProxyCall` (when, which
+model, answered / failed / refused for the budget, tokens, cost, cache hit), the first
+:data:`MAX_CALLS` of them: the trace's per-call ``model_turn`` events.
+
 When the proxy stops, the meter is stored beside the run as ``runs/<run_id>/calls/proxy.json``
 (:data:`METER_FILE`); :meth:`ProxyMeter.onto` puts its totals on the run record.
 """
@@ -16,6 +20,7 @@ When the proxy stops, the meter is stored beside the run as ``runs/<run_id>/call
 from __future__ import annotations
 
 import threading
+import time
 from collections import Counter
 from enum import StrEnum
 
@@ -28,6 +33,8 @@ from tasks_lib.records import RunRecord
 
 METER_FILE = f"{CALLS}/proxy.json"
 """Where the meter is stored below ``runs/<run_id>/``."""
+MAX_CALLS = 10_000
+"""Calls logged one by one per run (later ones are counted in the totals only)."""
 
 
 def _add(a: float | None, b: float | None) -> float | None:
@@ -75,6 +82,20 @@ class ModelUsage(Frozen):
             new_cost_usd=_add(self.new_cost_usd, other.new_cost_usd))
 
 
+class ProxyCall(Frozen):
+    """One request the proxy admitted or refused for the budget."""
+
+    at_s: float = Field(description="Seconds from the proxy's start to the request's end.")
+    model: str = Field(description="The allowed model (alias) asked for.")
+    outcome: str = Field(description="answered | error (the provider failed it) | "
+                                     "refused_budget.")
+    prompt_tokens: int = Field(default=0, description="Input tokens (answered calls).")
+    completion_tokens: int = Field(default=0, description="Output tokens (answered calls).")
+    cost_usd: float | None = Field(default=0.0, description="USD (None: unpriced).")
+    cached: bool = Field(default=False, description="Served from the call cache or shared "
+                                                    "with an identical request in flight.")
+
+
 class ProxyMeter(Frozen):
     """Everything one run's model proxy served and refused."""
 
@@ -87,6 +108,8 @@ class ProxyMeter(Frozen):
     refused_model: int = Field(description="Requests for a model outside the allow-list.")
     unauthorized: int = Field(description="Requests without the run's proxy token.")
     rejected: int = Field(description="Malformed or unsupported requests (HTTP 400/413).")
+    calls: list[ProxyCall] = Field(default_factory=list, description=f"The requests one by "
+                                   f"one, in order (the first {MAX_CALLS}).")
 
     def onto(self, record: RunRecord) -> RunRecord:
         """``record`` with the proxy's calls as its turns, tokens, cost and cache hits (a run
@@ -111,6 +134,8 @@ class Meter:
         self._models: dict[str, ModelUsage] = {}
         self._reserved = 0.0
         self._refused: Counter[Refusal] = Counter()
+        self._calls: list[ProxyCall] = []
+        self._started = time.monotonic()
         self._lock = threading.Lock()
 
     def _spent(self) -> float:
@@ -119,6 +144,16 @@ class Meter:
 
     def _count(self, name: str, usage: ModelUsage) -> None:
         self._models[name] = self._models.get(name, ModelUsage()).plus(usage)
+
+    def _log(self, name: str, outcome: str, reply: Completion | None = None,
+             cost_usd: float | None = 0.0) -> None:
+        if len(self._calls) >= MAX_CALLS:
+            return
+        self._calls.append(ProxyCall(
+            at_s=round(time.monotonic() - self._started, 3), model=name, outcome=outcome,
+            prompt_tokens=reply.prompt_tokens if reply else 0,
+            completion_tokens=reply.completion_tokens if reply else 0,
+            cost_usd=cost_usd if reply else 0.0, cached=bool(reply and reply.cached)))
 
     def admit(self, name: str, least_usd: float) -> str | None:
         """Reserve ``least_usd`` for a request to ``name``; returns why it is refused instead
@@ -129,6 +164,7 @@ class Meter:
             spent = self._spent() + self._reserved
             if spent + least_usd > self.max_cost_usd:
                 self._count(name, ModelUsage(refused_budget=1))
+                self._log(name, "refused_budget")
                 return (f"the run's cost budget of ${self.max_cost_usd:g} is spent: "
                         f"${spent:.6f} used or in flight, this request needs at least "
                         f"${least_usd:.6f}")
@@ -144,7 +180,9 @@ class Meter:
                 self._reserved = max(0.0, self._reserved - least_usd)
             if reply is None:
                 self._count(name, ModelUsage(errors=1))
+                self._log(name, "error")
                 return
+            self._log(name, "answered", reply, cost_usd)
             self._count(name, ModelUsage(
                 calls=1, cache_hits=int(reply.cached), prompt_tokens=reply.prompt_tokens,
                 completion_tokens=reply.completion_tokens, cost_usd=cost_usd,
@@ -168,4 +206,4 @@ class Meter:
                 run_id=self.run_id, max_cost_usd=self.max_cost_usd, budget_spent=spent,
                 models=models, total=total, refused_model=self._refused[Refusal.MODEL],
                 unauthorized=self._refused[Refusal.UNAUTHORIZED],
-                rejected=self._refused[Refusal.REJECTED])
+                rejected=self._refused[Refusal.REJECTED], calls=list(self._calls))

@@ -85,7 +85,10 @@ def test_external_agent_cell_is_graded_metered_and_rescored(
     assert "submitted: ['submission.csv']" in messages[2]["content"]
     events = [json.loads(line) for line in Path(report.trace_url).read_text().splitlines()]
     calls = [e["detail"] for e in events if e["kind"] == "model_turn"]
-    assert [(c["model"], c["via"], c["calls"]) for c in calls] == [("gpt-4o-mini", "proxy", 1)]
+    assert [(c["model"], c["provider_model"], c["via"], c["outcome"]) for c in calls] == [
+        ("gpt-4o-mini", "openai/gpt-4o-mini", "proxy", "answered")]
+    assert (calls[0]["prompt_tokens"], calls[0]["cost_usd"]) == (
+        meter.total.prompt_tokens, meter.total.cost_usd)
     assert PROVIDER_KEY not in trace.read_text()
     assert (trace.parent / "plan.md").read_text() == f"# Plan\n\n{PLAN}\n"
 
@@ -195,6 +198,10 @@ def test_an_agent_over_its_cost_budget_ends_partial_and_what_it_wrote_is_scored(
     assert "partial written" in output and "insufficient_quota" in output
     record = run_record(plan, execution, env.pool())
     assert record.status is RunStatus.PARTIAL and record.turns == len(provider.requests) > 0
+    events = [json.loads(line) for line in (plan.trace_dir / "trace.jsonl").read_text()
+              .splitlines()]
+    outcomes = [e["detail"]["outcome"] for e in events if e["kind"] == "model_turn"]
+    assert outcomes == ["answered"] * record.turns + ["refused_budget"]
     assert record.limits == {"wall_time_s": 120, "max_steps": 30, "exec_timeout_s": 120,
                              "max_cost_usd": 0.00001}
     # The cap is checked on each call's estimate before it is sent (docs/proxy.md): the last
