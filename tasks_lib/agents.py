@@ -162,6 +162,36 @@ def external_agent(agent_id: str) -> AgentSpec:
                      method=name, params={"model_alias": alias, **steps})
 
 
+class CellAgent(Frozen):
+    """One agent a research cell can run (``medflows run agents``)."""
+
+    agent_id: str = Field(description="Id to pass as --agent.")
+    harness: Harness = Field(description="tool_loop | scripted | external.")
+    model: str = Field(description="Provider model (scripted: the script's name).")
+    description: str = Field(default="", description="External agents: their config's line.")
+    budget: dict[str, float] = Field(default_factory=dict, description="External agents: "
+                                     "their config's caps.")
+    packages: list[str] = Field(default_factory=list, description="External agents: the "
+                                "packages installed for them.")
+
+
+def cell_agents() -> list[CellAgent]:
+    """The catalog's research-cell agents (tool loop, scripted) and every external agent
+    once per model alias (``<name>@<alias>``)."""
+    catalog = load_catalog()
+    found = [CellAgent(agent_id=a.agent_id, harness=a.harness, model=a.model)
+             for a in (catalog.get(n) for n in catalog.names())
+             if a.harness in (Harness.TOOL_LOOP, Harness.SCRIPTED)]
+    for name in external_names():
+        config = load_external(name)
+        budget = {k: v for k, v in config.budget.model_dump().items() if v is not None}
+        found += [CellAgent(agent_id=f"{name}@{alias}", harness=Harness.EXTERNAL,
+                            model=provider, description=config.description, budget=budget,
+                            packages=config.packages.pip if config.packages else [])
+                  for alias, provider in config.models.items()]
+    return found
+
+
 def resolve_agent(agent_id: str) -> AgentSpec:
     """The agent of a research cell: an external agent's id (``external:<name>@<alias>``, or
     ``<name>@<alias>`` when the catalog has no such id and ``<name>`` is an external agent, as

@@ -34,6 +34,24 @@ def sweep_orphans() -> None:
         typer.echo(f"sweep: {line}", err=True)
 
 
+@run_app.command("agents")
+@user_errors(kits=False)
+def run_agents_cmd(
+    as_json: bool = typer.Option(False, "--json", help="Print the agents as JSON."),
+) -> None:
+    """List the agents a research cell can run: catalog tool-loop and scripted agents, and
+    each external agent (agents/<name>/) once per model, as <name>@<model>."""
+    from tasks_lib.agents import cell_agents
+
+    agents = cell_agents()
+    if as_json:
+        echo_json(agents)
+        return
+    for a in agents:
+        extra = f"  {a.description}" if a.description else ""
+        typer.echo(f"{a.agent_id:32} {a.harness.value:10} {a.model}{extra}")
+
+
 @run_app.command("cell")
 @user_errors(loaded=sandbox_unavailable)
 def run_cell_cmd(

@@ -110,6 +110,27 @@ def test_an_external_agent_id_names_a_folder_and_one_of_its_models() -> None:
     with pytest.raises(InputDataError, match="known: aide, example-llm"):
         resolve_agent("external:../datasets@gpt-4o-mini")
     assert resolve_agent("scripted-baseline").harness is Harness.SCRIPTED
+    aide = resolve_agent("aide@gpt-4o-mini")  # no prefix: no catalog id, an agents/ folder
+    assert (aide.harness, aide.method, aide.params) == (
+        Harness.EXTERNAL, "aide", {"model_alias": "gpt-4o-mini", "max_turns": 20})
+
+
+def test_run_agents_lists_catalog_and_external_agents() -> None:
+    from typer.testing import CliRunner
+
+    import flows.cli.run  # noqa: F401  (registers the command)
+    from flows.cli.groups import app
+
+    out = CliRunner().invoke(app, ["run", "agents", "--json"])
+    assert out.exit_code == 0, out.output
+    agents = {a["agent_id"]: a for a in json.loads(out.stdout)}
+    assert agents["scripted-baseline"]["harness"] == "scripted"
+    assert agents["gpt-4o-mini@tools"]["harness"] == "tool_loop"
+    aide = agents["aide@gpt-4o-mini"]
+    assert (aide["harness"], aide["model"], aide["budget"]) == (
+        "external", "openai/gpt-4o-mini", {"max_cost_usd": 5.0, "max_steps": 20})
+    assert "aideml==0.2.2" in aide["packages"] and "example-llm@gpt-4o-mini" in agents
+    assert not any(a["harness"] in ("qa_method", "qa_replay") for a in agents.values())
 
 
 SLEEPER = """command: >-
