@@ -21,7 +21,7 @@ from tasks_lib.ledger.tables import RunRow, ScoreRow
 from tasks_lib.report.standing import Standing, pool_flags, standing
 
 if TYPE_CHECKING:
-    from tasks_lib.report.paired import PairwiseCell
+    from tasks_lib.report.paired import Found, PairwiseCell
 
 STAGES = ("s1", "s2", "s3", "s4", "s5")
 
@@ -234,6 +234,14 @@ def _place(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
     return placed + rest
 
 
+def _outcomes(items: list[Scored]) -> Found:
+    """A row's per-item outcomes, as its track's kit reads them (or why none)."""
+    from tasks_lib.tracks.base import kit_for
+
+    track = items[0].run.track
+    return kit_for(track).board_outcomes(items) if track else "no track on the run row"
+
+
 def paired_board(scored: list[Scored], matrix: bool = True) -> Board:
     """Mean ± SE over replicates per (agent, task, tier); per (task, tier) rank the ranked rows
     by mean task score, flag their cost–score Pareto frontier and add the paired statistics
@@ -249,7 +257,9 @@ def paired_board(scored: list[Scored], matrix: bool = True) -> Board:
     cells: list[PairwiseCell] = []
     for _, agents in sorted(groups.items()):
         placed = _place([_group_row(items, ranks) for _, items in sorted(agents.items())])
-        with_stats, pairs = board_statistics(placed, agents, matrix)
+        found = {r.agent_id: _outcomes(agents[r.agent_id]) for r in placed
+                 if r.task_score is not None}
+        with_stats, pairs = board_statistics(placed, found, matrix)
         rows += with_stats
         cells += pairs
     return Board(rows, cells)

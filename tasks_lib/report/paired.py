@@ -193,14 +193,6 @@ def row_outcomes(items: Sequence[Scored]) -> Found:
     return Outcomes(np.array(ids), item_means(matrix), weights)
 
 
-def outcomes(items: Sequence[Scored]) -> Found:
-    """A row's outcomes, as its track's kit reads them."""
-    from tasks_lib.tracks.base import kit_for
-
-    track = items[0].run.track if items else None
-    return kit_for(track).board_outcomes(items) if track else "no scored run with a track"
-
-
 def compare(a: Found, b: Found, names: tuple[str, str],
             settings: SignificanceSettings = DEFAULT) -> PairedTest:
     """The paired test of A against B (:meth:`BoardOutcomes.compare`), or why none."""
@@ -286,7 +278,7 @@ def cells(pairs: list[Pair], task_id: str, tier: str, ranks: dict[str, int]
                          reason=p.test.reason) for p in pairs]
 
 
-def board_statistics(rows: list[LeaderboardRow], items: dict[str, list[Scored]],
+def board_statistics(rows: list[LeaderboardRow], found: dict[str, Found],
                      matrix: bool, settings: SignificanceSettings = DEFAULT
                      ) -> tuple[list[LeaderboardRow], list[PairwiseCell]]:
     """One (task, tier) board, placed (ranked rows first, by rank), with its statistics: an
@@ -296,11 +288,12 @@ def board_statistics(rows: list[LeaderboardRow], items: dict[str, list[Scored]],
 
     Args:
         rows: The board's rows as :func:`tasks_lib.report.board.leaderboard` places them.
-        items: Agent id → the scored replicates of its row.
+        found: Agent id → its row's outcomes (its kit's
+            :meth:`~tasks_lib.tracks.base.TrackKit.board_outcomes`), for every row with a task
+            score.
         matrix: Also compute the pairwise matrix.
         settings: Interval and test settings.
     """
-    found = {r.agent_id: outcomes(items[r.agent_id]) for r in rows if r.task_score is not None}
     ranks = {r.agent_id: r.rank for r in rows if r.rank is not None}
     stats = statistics(found, list(ranks), matrix, settings)
     placed = [r.model_copy(update=stats.fields.get(r.agent_id, {})) for r in rows]
