@@ -236,10 +236,10 @@ def _place(rows: list[LeaderboardRow]) -> list[LeaderboardRow]:
 
 def _outcomes(items: list[Scored]) -> Found:
     """A row's per-item outcomes, as its track's kit reads them (or why none)."""
-    from tasks_lib.tracks.base import kit_for
+    from tasks_lib.tracks.lazy import kit_of
 
     track = items[0].run.track
-    return kit_for(track).board_outcomes(items) if track else "no track on the run row"
+    return kit_of(track).board_outcomes(items) if track else "no track on the run row"
 
 
 def paired_board(scored: list[Scored], matrix: bool = True) -> Board:

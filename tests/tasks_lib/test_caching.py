@@ -244,7 +244,7 @@ def test_data_file_missing_then_changed(tmp_path: Path) -> None:
     ({"modules": ("no_such_package.deid",)}, "cannot find a source file"),
     ({"modules": (sys,)}, "no source file"),
     ({"files": ("datasets/prices.yaml",)}, "must be an absolute path"),
-    ({"settings_files": ("judge_model",)}, "not a path setting; known: data_root"),
+    ({"settings_files": ("judge_model",)}, "not a path setting; known: .*data_root"),
 ])
 def test_bad_declarations_fail_at_definition(declared: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError, match=message):
