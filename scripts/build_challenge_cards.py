@@ -47,7 +47,14 @@ _PUMA_NUCLEI = ("puma-track1-task2", "puma-track2-task2")
 _DENTEX_ASPECTS = ["quadrant", "enumeration", "diagnosis"]
 _PUMA_T1_ALIASES = {"tils": "TILs", "til": "TILs", "lymphocyte": "TILs",
                     "lymphocytes": "TILs", "tumor": "tumor", "tumour": "tumor",
-                    "other": "other", "others": "other"}
+                    "other": "other", "others": "other",
+                    # the official names (PUMA's 10-class annotation, grouped for track 1:
+                    # TILs = lymphocytes and plasma cells)
+                    "nuclei_tumor": "tumor", "nuclei_lymphocyte": "TILs",
+                    "nuclei_plasma_cell": "TILs", "nuclei_other": "other",
+                    **{f"nuclei_{n}": "other" for n in (
+                        "histiocyte", "melanophage", "neutrophil", "stroma", "epithelium",
+                        "endothelium", "apoptosis")}}
 _PUMA_T2_CLASSES = ["tumor", "lymphocytes", "plasma_cells", "histiocytes", "melanophages",
                     "neutrophils", "stromal_cells", "epithelium", "endothelium",
                     "apoptotic_cells"]
@@ -56,7 +63,11 @@ _PUMA_T2_ALIASES = {**{c: c for c in _PUMA_T2_CLASSES},
                         ("lymphocyte", "lymphocytes"), ("plasma_cell", "plasma_cells"),
                         ("histiocyte", "histiocytes"), ("melanophage", "melanophages"),
                         ("neutrophil", "neutrophils"), ("stroma", "stromal_cells"),
-                        ("apoptosis", "apoptotic_cells"))}}
+                        ("apoptosis", "apoptotic_cells"), ("tumor", "tumor"),
+                        ("epithelium", "epithelium"), ("endothelium", "endothelium"))}}
+_PUMA_OFFICIAL = {"max_distance": 15.0, "inclusive": False, "absent": "zero",
+                  "class_set": "observed", "unknown": "keep"}
+"""The official PUMA evaluation's rules (tueimage/PUMA-challenge-eval-track1/2)."""
 _SIDE_ROADS = {"topbrain-track1": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
                                    37, 38, 39],
                "topbrain-track2": [8, 9, 10, 15, 16, 25, 26, 27, 28, 29, 30, 31, 32, 33, 34,
@@ -101,7 +112,7 @@ def _topbrain(challenge_id: str, root: Path) -> dict[str, Grading]:
 
 
 def _panther() -> dict[str, Grading]:
-    tumour = {"tumour_label": 1}
+    tumour = {"tumour_label": 1, "semantics": "official"}
     return {
         "dsc": Grading(evaluator="panther_dice", scope=_PER, params=tumour),
         "msd": Grading(evaluator="panther_surface_dice", scope=_PER, spacing=True,
@@ -155,17 +166,17 @@ def _grading(root: Path) -> dict[str, dict[str, Grading]]:
             "dentex": _dentex(),
             "seg_a": {"hd_50pc": Grading(evaluator="seg_a_hd", scope=_PER, spacing=True,
                                          aggregate=Aggregate.MEDIAN,
-                                         params={"voxel_units": True}),
+                                         params={"semantics": "official"}),
                       "dsc_50pc": Grading(evaluator="binary_dice", scope=_PER,
                                           aggregate=Aggregate.MEDIAN)},
             "puma-track1-task2": {"f1": Grading(
                 evaluator="puma_nuclei_f1", scope=_WHOLE,
                 params={"classes": ["tumor", "TILs", "other"], "aliases": _PUMA_T1_ALIASES,
-                        "max_distance": 15.0, "inclusive": False, "absent": "zero"})},
+                        **_PUMA_OFFICIAL})},
             "puma-track2-task2": {"f1": Grading(
                 evaluator="puma_nuclei_f1", scope=_WHOLE,
                 params={"classes": _PUMA_T2_CLASSES, "aliases": _PUMA_T2_ALIASES,
-                        "max_distance": 15.0, "inclusive": True, "absent": "skip"})},
+                        **_PUMA_OFFICIAL})},
             **{c: {"boundary_iou": Grading(evaluator="box_boundary_iou", scope=_PER,
                                            params={"ratio": 0.2}),
                    "iou": Grading(evaluator="box_boundary_iou", scope=_PER,
@@ -178,7 +189,7 @@ EXTRA_NOTES = {
                   "used the joint range of both images and an uncapped PSNR."],
     **{c: ["Official PUMA tissue Dice: pixels pooled over all images per class 1-5, a class "
            "absent everywhere scores 0, mean over the five classes (see "
-           "evaluators/challenge_metrics.py)."] for c in _PUMA_TISSUE},
+           "evaluators/graders/challenge_metrics.py)."] for c in _PUMA_TISSUE},
     **{c: ["Official TopCoW variant-balanced accuracy: a case is correct only if all four "
            "edges of the region match; recall is averaged over the variants present in the "
            "reference (see evaluators/graders/challenge_metrics.py)."] for c in _TOPCOW_GRAPH},
@@ -195,28 +206,39 @@ EXTRA_NOTES = {
                "(c > a + 50 or d > b + 50) is read as corners. Departures: detections belong to "
                "the image of their row; a submission with no detection scores 0 instead of "
                "failing (see evaluators/graders/dentex.py)."],
-    **{c: ["Graded as the ReX-MLE port with DeepMind surface-distance conventions (surfel-"
+    **{c: ["Graded as the organisers' evaluation (DIAGNijmegen/PANTHER_baseline "
+           "Evaluation/evaluate_local.py) with DeepMind surface-distance conventions (surfel-"
            "weighted): tumour = label 1; dsc, msd = surface Dice at 5 mm, hd95 = robust "
            "Hausdorff 95 %, masd = mean of the two directed average distances, rmse = sqrt of "
            "the mean squared tumour-volume error in mm^3; a uniform prediction scores 0 / "
-           "volume diagonal. Departures: files are NIfTI here (the challenge uses .mha) and "
-           "the spacing is the reference's, not the prediction's "
+           "volume diagonal. As that script does, the surface metrics use SimpleITK's (x, y, z) "
+           "spacing on its (z, y, x) array (here: the zooms reversed), and a prediction must "
+           "be binary ({0, 1}, or two values with 0 read as > 0). semantics: rexmle-port gives "
+           "the ReX-MLE port (spacing in array order, a {0, 1, 2} map keeps label 1). The "
+           "grand-challenge container is not public. Departures: files are NIfTI here (the "
+           "challenge uses .mha) and the spacing is the reference's "
            "(see evaluators/graders/panther.py)."]
        for c in _PANTHER},
-    "puma-track1-task2": ["Graded as the ReX-MLE port of the official PUMA track-1 evaluation: "
-                          "vertex-mean centroids matched within < 15 px, same class, greedy by "
-                          "(-score, distance); classes tumor, TILs (lymphocytes only), other; "
-                          "per-case F1 per class (absent from both = 0) averaged over all cases, "
-                          "then macro (see evaluators/graders/nuclei.py)."],
-    "puma-track2-task2": ["Graded as the ReX-MLE port of the official PUMA track-2 evaluation: "
-                          "as track 1 but matched within <= 15 px over 10 classes, names "
-                          "normalised (nuclei_* aliases) and unknown names dropped; a class is "
-                          "averaged only over the cases where it appears, a class never seen "
-                          "scores 0 (see evaluators/graders/nuclei.py)."],
-    "seg_a": ["Graded as the ReX-MLE port: per case binary Dice (both empty = 1) and the "
-              "*directed* prediction-to-reference Hausdorff distance (MONAI surface distances), "
-              "medians over cases. Kept as a documented convention: the port's spacing bug makes "
-              "the distance voxel units (voxel_units: true); one empty mask = image diagonal. "
+    "puma-track1-task2": ["Graded as the official PUMA evaluation (tueimage/PUMA-challenge-eval-"
+                          "track1 eval_nuclei.py, evaluate.py): vertex-mean centroids matched "
+                          "within < 15 px, same class, greedy by (-score, distance); classes "
+                          "tumor, TILs (lymphocytes and plasma cells), other, under the plain or "
+                          "the official nuclei_* names; an unknown name is a class of its own; "
+                          "per class the per-case F1s summed over all cases (absent = 0), macro "
+                          "over every class seen. The ReX-MLE port: class_set fixed, unknown "
+                          "drop, no nuclei_* names (see evaluators/graders/nuclei.py)."],
+    "puma-track2-task2": ["Graded as the official PUMA evaluation (tueimage/PUMA-challenge-eval-"
+                          "track2): as track 1, over the ten classes under their plain or "
+                          "nuclei_* names, matched within < 15 px. The ReX-MLE port matched "
+                          "within <= 15 px (inclusive), averaged a class only over the cases "
+                          "where it appears (absent: skip) over the fixed ten classes and "
+                          "dropped unknown names (see evaluators/graders/nuclei.py)."],
+    "seg_a": ["Per case binary Dice (both empty = 1) and the symmetric Hausdorff distance in mm "
+              "(MONAI surface distances with the reference spacing; one empty mask = image "
+              "diagonal), medians over cases. The challenge's evaluation code is not public: "
+              "'symmetric, in mm' follows its metric name and its leaderboard's units (medians "
+              "such as 2.6125 are not voxel distances). semantics: rexmle-port gives the ReX-MLE "
+              "port's directed prediction-to-reference distance in voxels (its spacing bug). "
               "Files are NIfTI here (the challenge uses .seg.nrrd); the official Sobol-based "
               "ranking is not computed (see evaluators/graders/aorta.py)."],
     **{c: ["Graded as the official TopBrain_Eval_Metrics (topbrain25_eval/metrics): label set = "
@@ -361,7 +383,7 @@ def main() -> None:
         out = settings.datasets_dir / Track.CHALLENGE.value / challenge_id / "task.yaml"
         out.parent.mkdir(parents=True, exist_ok=True)
         data = card.model_dump(mode="json", exclude_none=True,
-                               exclude={"policy", "network"})
+                               exclude={"policy", "network", "budgets"})
         data["metrics"] = [{k: v for k, v in m.items() if k != "primary" or v}
                            for m in data["metrics"]]
         for m in data["metrics"]:

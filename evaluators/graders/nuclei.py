@@ -1,12 +1,15 @@
 """PUMA 2024 task 2 (nuclei detection in melanoma H&E): macro F1 of centroid matching, as the
-ReX-MLE port of the official PUMA evaluation computes it.
+official PUMA evaluation (tueimage/PUMA-challenge-eval-track1 and -track2, ``eval_nuclei.py``
+and ``evaluate.py``) computes it, with the ReX-MLE port's rules as parameters.
 
 A case is a JSON document ``{"polygons": [{"name", "path_points", "score"}]}`` (``nuclei`` is
 accepted for ``polygons``, ``class`` for ``name``, ``confidence`` for ``score``, default 1.0; a
 ``centroid`` may replace ``path_points``). A polygon's centroid is the **mean of its vertices**
 (first two coordinates; not the area centroid); a polygon with fewer than 3 points is skipped.
 Names are lower-cased and stripped, then mapped by the card's ``aliases`` table to a class;
-names the table does not map are dropped.
+a name the table does not map is dropped (``unknown: drop``, the port) or kept as a class of its
+own (``unknown: keep``, official: the official code compares the raw names, so an unknown name
+is an extra class scoring 0 where it is predicted).
 
 Matching per case, per class: for each reference nucleus in file order, the predictions of the
 same class within ``max_distance`` pixels (``< 15`` in track 1, ``≤ 15`` in track 2:
@@ -15,10 +18,14 @@ pool (the first remaining prediction with the same centroid, as the port does). 
 matches, ``FP`` = predictions − TP, ``FN`` = references − TP; ``F1 = 2PR/(P+R)``, 0 when
 ``P + R = 0``, and 0 for a class absent from both (not 1).
 
-Averaging (``absent``): ``"zero"`` (track 1) — every class of ``classes`` is scored in every
-case (absent → 0) and averaged over all cases; ``"skip"`` (track 2) — a class is averaged over
-the cases where the reference or prediction has it, and a class never seen scores 0. The value
-is the mean over ``classes`` (macro F1).
+Averaging (``absent``): ``"zero"`` (official, both tracks; the port's track 1) — a class's
+per-case F1 is summed over the cases and divided by the number of **all** cases (absent → 0);
+``"skip"`` (the port's track 2) — a class is averaged over the cases where the reference or
+prediction has it. The value is the mean over the classes (macro F1) of ``class_set``:
+``"observed"`` (official) — every class seen in any reference or prediction; ``"fixed"`` (the
+port) — the card's ``classes``, a class never seen scoring 0. Nothing seen at all scores 0 (the
+official code would give NaN). The official threshold is ``< 15`` px in both tracks; the port's
+track 2 used ``≤ 15`` (``inclusive``).
 """
 
 from __future__ import annotations
@@ -40,8 +47,10 @@ class Nucleus(NamedTuple):
     score: float
 
 
-def parse_nuclei(doc: Any, aliases: Mapping[str, str]) -> list[Nucleus]:
-    """The nuclei of one case document, classes mapped through ``aliases``."""
+def parse_nuclei(doc: Any, aliases: Mapping[str, str], keep_unknown: bool = False
+                 ) -> list[Nucleus]:
+    """The nuclei of one case document, classes mapped through ``aliases`` (an unmapped name:
+    dropped, or its own class with ``keep_unknown``)."""
     if not isinstance(doc, Mapping):
         raise InvalidSubmissionError("a nuclei file must be a JSON object with 'polygons'")
     polygons = doc.get("polygons", doc.get("nuclei", []))
@@ -52,7 +61,8 @@ def parse_nuclei(doc: Any, aliases: Mapping[str, str]) -> list[Nucleus]:
         if not isinstance(poly, Mapping):
             raise InvalidSubmissionError("each polygon must be a JSON object")
         raw = poly.get("name", poly.get("class"))
-        category = aliases.get(str(raw).strip().lower()) if raw is not None else None
+        name = str(raw).strip().lower() if raw is not None else None
+        category = None if name is None else aliases.get(name, name if keep_unknown else None)
         if category is None:
             continue
         try:
@@ -119,15 +129,22 @@ def case_f1(truth: list[Nucleus], pred: list[Nucleus], max_distance: float,
 def puma_nuclei_f1(predictions: Sequence[Any], references: Sequence[Any], *,
                    classes: Sequence[str], aliases: Mapping[str, str],
                    max_distance: float = 15.0, inclusive: bool = False,
-                   absent: str = "zero") -> float:
-    """Macro F1 over ``classes`` (see the module docstring for every convention)."""
-    if absent not in ("zero", "skip"):
-        raise ValueError(f"absent must be 'zero' or 'skip', not {absent!r}")
-    per_class: dict[str, list[float]] = {c: [] for c in classes}
-    for prediction, reference in zip(predictions, references, strict=True):
-        scores = case_f1(parse_nuclei(reference, aliases), parse_nuclei(prediction, aliases),
-                         max_distance, inclusive)
-        for c in classes:
-            if c in scores or absent == "zero":
-                per_class[c].append(scores.get(c, 0.0))
+                   absent: str = "zero", class_set: str = "fixed",
+                   unknown: str = "drop") -> float:
+    """Macro F1 (see the module docstring for every convention)."""
+    for name, value, allowed in (("absent", absent, ("zero", "skip")),
+                                 ("class_set", class_set, ("fixed", "observed")),
+                                 ("unknown", unknown, ("drop", "keep"))):
+        if value not in allowed:
+            raise ValueError(f"{name} must be {' or '.join(allowed)}, not {value!r}")
+    keep = unknown == "keep"
+    cases = [case_f1(parse_nuclei(reference, aliases, keep),
+                     parse_nuclei(prediction, aliases, keep), max_distance, inclusive)
+             for prediction, reference in zip(predictions, references, strict=True)]
+    observed = sorted({c for scores in cases for c in scores})
+    chosen = list(classes) if class_set == "fixed" else observed
+    if not chosen or not cases:
+        return 0.0
+    per_class = {c: [s[c] for s in cases if c in s] if absent == "skip" else
+                 [s.get(c, 0.0) for s in cases] for c in chosen}
     return float(np.mean([np.mean(v) if v else 0.0 for v in per_class.values()]))

@@ -169,25 +169,24 @@ def tube(shape: tuple[int, ...], a: NDArray[np.float64], b: NDArray[np.float64],
 
 
 def pancreas(rng: Rng) -> list[SyntheticItem]:
-    """Four volumes: pancreas (2) with a tumour ball (1); the sample moves and resizes the
-    tumour, keeps the pancreas label in one case, binary elsewhere, and is empty in one."""
+    """Four volumes: a pancreas with a tumour ball in the image; the reference labels the
+    tumour only (1), as the organisers' label set declares (background 0, tumour 1), so the
+    official evaluation script, which counts any non-zero reference voxel as tumour, reads it
+    as the card does. The sample moves and resizes the tumour, and is empty in one case."""
     shape, spacing = (32, 32, 16), (1.2, 1.2, 2.5)
     items = []
     for i in range(4):
-        truth = np.zeros(shape, dtype=np.uint8)
         organ = tube(shape, np.array([6.0, 16, 8]), np.array([26.0, 14, 8]), 5.0)
-        truth[organ] = 2
         centre = rng.uniform([10, 12, 6], [22, 18, 10])
         radius = float(rng.uniform(3.0, 6.0))
-        truth[ball(shape, centre, radius, spacing)] = 1
+        tumour = ball(shape, centre, radius, spacing)
+        truth = tumour.astype(np.uint8)
         sample = np.zeros(shape, dtype=np.uint8)
         if i != 3:
             moved = ball(shape, centre + rng.integers(-2, 3, size=3), radius + 1.0, spacing)
-            if i == 1:
-                sample[organ] = 2
             sample[moved] = 1
-        items.append(SyntheticItem(f"panther_{i:03d}", _noisy(rng, truth > 0), truth, sample,
-                                   spacing))
+        items.append(SyntheticItem(f"panther_{i:03d}", _noisy(rng, organ | tumour), truth,
+                                   sample, spacing))
     return items
 
 

@@ -26,7 +26,7 @@ class ChallengeKit(TrackKit):
     """ReX-MLE challenge packages."""
 
     track = Track.CHALLENGE
-    evaluator_version = "challenge-3"
+    evaluator_version = "challenge-4"
     rotation = CaseRotation()
     supported_metrics = tuple(METRICS.names())
     stage_rubric = "challenge"

@@ -336,6 +336,41 @@ def test_puma_track1_counts_absent_classes_as_zero_track2_skips_them() -> None:
     assert value == pytest.approx((2 / 3 + (0 + 1) / 2) / 2)
 
 
+def test_puma_official_rules_observed_classes_unknown_names_and_all_cases() -> None:
+    """The audit's cases, official values from the official PUMA evaluation code
+    (tueimage/PUMA-challenge-eval-track1/2: eval_nuclei.py, evaluate.py)."""
+    from evaluators.graders.nuclei import puma_nuclei_f1
+
+    official = {"inclusive": False, "absent": "zero", "class_set": "observed",
+                "unknown": "keep"}
+    aliases = {"tumor": "tumor", "tils": "TILs", "other": "other",
+               "nuclei_tumor": "tumor", "nuclei_lymphocyte": "TILs", "nuclei_other": "other"}
+    three = ["tumor", "TILs", "other"]
+    perfect = {"polygons": [_nucleus("nuclei_tumor", 10, 10), _nucleus("nuclei_lymphocyte",
+                                                                       40, 40),
+                            _nucleus("nuclei_other", 80, 80)]}
+    # B1: the official names, perfect: 1.0 (the port drops nuclei_* names: 0.0)
+    assert puma_nuclei_f1([perfect], [perfect], classes=three, aliases=aliases,
+                          **official) == 1.0
+    assert puma_nuclei_f1([perfect], [perfect], classes=three,
+                          aliases={"tumor": "tumor", "tils": "TILs", "other": "other"}) == 0.0
+    # D1: only tumour anywhere, perfect: 1.0 officially (a fixed 3-class list gives 1/3)
+    tumour = {"polygons": [_nucleus("tumor", 10, 10)]}
+    assert puma_nuclei_f1([tumour], [tumour], classes=three, aliases=aliases,
+                          **official) == 1.0
+    assert puma_nuclei_f1([tumour], [tumour], classes=three,
+                          aliases=aliases) == pytest.approx(1 / 3)
+    # E1: an extra prediction named foo is a class of its own scoring 0: 3/4
+    extra = {"polygons": [*perfect["polygons"], _nucleus("foo", 120, 120)]}
+    assert puma_nuclei_f1([extra], [perfect], classes=three, aliases=aliases,
+                          **official) == pytest.approx(0.75)
+    # C2 (shape of): a class present in one case of two is averaged over both cases
+    other = {"polygons": [_nucleus("other", 5, 5)]}
+    assert puma_nuclei_f1([perfect, other], [perfect, other], classes=three, aliases=aliases,
+                          **official) == pytest.approx((0.5 + 0.5 + 1.0) / 3)
+    assert puma_nuclei_f1([], [], classes=three, aliases=aliases, **official) == 0.0
+
+
 def test_puma_greedy_match_prefers_score_then_distance() -> None:
     from evaluators.graders.nuclei import puma_nuclei_f1
 
@@ -436,17 +471,44 @@ def test_class_hd95_port_is_directed_and_bounded() -> None:
 
 # --- SEG.A. and PANTHER ------------------------------------------------------------------------
 
-def test_seg_a_hd_voxel_units_and_empty_rules() -> None:
+def test_seg_a_hd_semantics_units_and_empty_rules() -> None:
     from evaluators.graders.aorta import seg_a_hd
 
     ref = np.zeros((10, 4, 4), dtype=np.uint8)
     ref[1, 1, 1] = 1
     pred = np.zeros_like(ref)
     pred[7, 1, 1] = 1
-    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0)) == 6.0                      # voxels, bug kept
-    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0), voxel_units=False) == 12.0  # mm
-    assert seg_a_hd(np.zeros_like(ref), ref) == pytest.approx(np.sqrt(100 + 16 + 16))
+    port = {"semantics": "rexmle-port"}
+    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0), **port) == 6.0   # voxels: the port's bug
+    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0)) == 12.0          # official: mm
+    assert seg_a_hd(pred, ref, (2.0, 1.0, 1.0), **port, voxel_units=False) == 12.0
+    assert seg_a_hd(np.zeros_like(ref), ref, **port) == pytest.approx(np.sqrt(100 + 16 + 16))
+    assert seg_a_hd(np.zeros_like(ref), ref, (2.0, 1.0, 1.0)) == pytest.approx(
+        np.sqrt(400 + 16 + 16))
     assert seg_a_hd(np.zeros_like(ref), np.zeros_like(ref)) == 0.0
+
+
+def test_seg_a_hd_official_is_symmetric_in_mm() -> None:
+    """The audit's cases (reference box, spacing (2.0, 0.8, 0.8) mm): the port's directed voxel
+    distance misses what the prediction leaves out of the reference."""
+    from evaluators.graders.aorta import seg_a_hd
+
+    g = np.zeros((6, 10, 10), dtype=np.uint8)
+    g[1:5, 2:8, 2:8] = 1
+    spacing = (2.0, 0.8, 0.8)
+    under = g.copy()
+    under[1:5, 2:8, 7] = 0
+    blob = np.zeros_like(g)
+    blob[2:4, 3:6, 3:6] = 1
+    far = g.copy()
+    far[5, 0, 0] = 1
+    official = [seg_a_hd(p, g, spacing) for p in (under, blob, far)]
+    port = [seg_a_hd(p, g, spacing, semantics="rexmle-port") for p in (under, blob, far)]
+    assert official == pytest.approx([0.8, 3.0199, 3.0199], abs=1e-4)
+    assert port == pytest.approx([1.0, 1.0, 3.0])
+    assert seg_a_hd(blob, g, spacing, symmetric=False) == pytest.approx(1.6)  # directed, mm
+    with pytest.raises(ValueError, match="semantics"):
+        seg_a_hd(blob, g, spacing, semantics="textbook")
 
 
 def test_panther_binarise_and_uniform_prediction() -> None:
@@ -456,12 +518,47 @@ def test_panther_binarise_and_uniform_prediction() -> None:
     ref = np.zeros((4, 4, 4), dtype=np.uint8)
     ref[1:3, 1:3, 1:3] = 1
     ref[0, 0, 0] = 2                                       # pancreas, not tumour
-    assert binarise(np.array([0, 1, 2])).tolist() == [False, True, False]
-    assert binarise(np.array([0, 2])).tolist() == [False, True]   # two values with 0: non-zero
+    port = "rexmle-port"
+    assert binarise(np.array([0, 1, 2]), port).tolist() == [False, True, False]
+    with pytest.raises(InvalidSubmissionError, match="not binary"):  # official: not binary
+        binarise(np.array([0, 1, 2]))
+    assert binarise(np.array([0, 2])).tolist() == [False, True]   # two values with 0: > 0
+    assert binarise(np.array([0, -1])).tolist() == [False, False]  # official reads > 0
+    assert binarise(np.array([0, -1]), port).tolist() == [False, True]
     with pytest.raises(InvalidSubmissionError, match="not binary"):
-        binarise(np.array([0, 2, 3]))
-    assert panther_dice(ref, ref) == 1.0
+        binarise(np.array([0, 2, 3]), port)
+    assert panther_dice((ref == 1).astype(np.uint8), ref) == 1.0
+    assert panther_dice(ref, ref, semantics=port) == 1.0          # the port keeps label 1
     empty = np.zeros_like(ref)
     assert panther_dice(empty, ref) == 0.0
     assert panther_hd95(empty, ref, (1.0, 2.0, 1.0)) == pytest.approx(np.sqrt(16 + 64 + 16))
+    assert panther_hd95(empty, ref, (1.0, 1.0, 3.0)) == pytest.approx(np.sqrt(144 + 16 + 16))
+    assert panther_hd95(empty, ref, (1.0, 1.0, 3.0), semantics=port) == pytest.approx(
+        np.sqrt(16 + 16 + 144))
     assert volume_error(empty, ref, (1.0, 2.0, 1.0)) == 16.0          # 8 voxels of 2 mm³
+
+
+def test_panther_official_spacing_is_the_evaluation_scripts() -> None:
+    """The audit's cases on (x, y, z) arrays with zooms (0.8, 0.8, 3.0) mm: the organisers'
+    script gives SimpleITK's (x, y, z) spacing to its (z, y, x) array, which on these arrays is
+    the zooms reversed; values from running that script's logic (DeepMind surface-distance)."""
+    from evaluators.graders.panther import panther_hd95, panther_masd, panther_surface_dice
+
+    ref = np.zeros((16, 16, 8), dtype=np.uint8)
+    ref[4:10, 4:10, 2:5] = 1
+    shifted = np.zeros_like(ref)
+    shifted[5:11, 4:10, 2:6] = 1
+    far = np.zeros_like(ref)
+    far[0, 0, 0] = 1
+    zooms = (0.8, 0.8, 3.0)
+
+    def values(pred: np.ndarray, semantics: str) -> list[float]:
+        return [f(pred, ref, zooms, semantics=semantics)
+                for f in (panther_surface_dice, panther_hd95, panther_masd)]
+
+    assert values(shifted, "official") == pytest.approx([1.0, 3.0, 0.5392], abs=1e-4)
+    assert values(far, "official") == pytest.approx([0.0, 27.5282, 14.9366], abs=1e-4)
+    assert values(np.zeros_like(ref), "official") == pytest.approx([0.0, 50.0879, 50.0879],
+                                                                  abs=1e-4)
+    assert values(far, "rexmle-port") == pytest.approx([0.0212, 14.7078, 8.3525], abs=1e-4)
+    assert values(shifted, "rexmle-port")[2] == pytest.approx(0.5751, abs=1e-4)

@@ -113,41 +113,51 @@ def _case_f1(gt: list[dict[str, Any]], pred: list[dict[str, Any]],
     return out
 
 
-def puma_track1(cases: list[Case]) -> dict[str, float]:
-    names = {"tils": "TILs", "til": "TILs", "lymphocyte": "TILs", "lymphocytes": "TILs",
-             "tumor": "tumor", "tumour": "tumor", "other": "other", "others": "other"}
-    classes = ["tumor", "TILs", "other"]
-    per: dict[str, list[float]] = {c: [] for c in classes}
+def _puma_official(cases: list[Case], name: Callable[[str], str]) -> dict[str, float]:
+    """The official PUMA aggregation (evaluate.py): per class the per-case F1s summed and
+    divided by the number of all cases; macro over every class seen in any reference or
+    prediction; matching within < 15 px (eval_nuclei.py)."""
+    sums: dict[str, float] = {}
     for pred, ref, _ in cases:
-        f1 = _case_f1(_features(ref, lambda n: names.get(n.strip().lower(), n)),
-                      _features(pred, lambda n: names.get(n.strip().lower(), n)),
-                      lambda d: d < 15)
-        for c in classes:
-            per[c].append(f1.get(c, 0.0))
-    return {"f1": float(np.mean([np.mean(v) for v in per.values()]))}
+        for c, v in _case_f1(_features(ref, name), _features(pred, name),
+                             lambda d: d < 15).items():
+            sums[c] = sums.get(c, 0.0) + v
+    return {"f1": float(np.mean([v / len(cases) for v in sums.values()])) if sums else 0.0}
+
+
+T1 = {"tils": "TILs", "til": "TILs", "lymphocyte": "TILs", "lymphocytes": "TILs",
+      "tumor": "tumor", "tumour": "tumor", "other": "other", "others": "other",
+      "nuclei_tumor": "tumor", "nuclei_lymphocyte": "TILs", "nuclei_plasma_cell": "TILs",
+      "nuclei_other": "other",
+      **{f"nuclei_{n}": "other" for n in ("histiocyte", "melanophage", "neutrophil", "stroma",
+                                          "epithelium", "endothelium", "apoptosis")}}
+
+
+def puma_track1(cases: list[Case]) -> dict[str, float]:
+    """Track 1: the official names mapped to tumor / TILs (lymphocytes and plasma cells) /
+    other; any other name is a class of its own."""
+    return _puma_official(cases, lambda n: T1.get(n.strip().lower(), n.strip().lower()))
 
 
 T2 = ["tumor", "lymphocytes", "plasma_cells", "histiocytes", "melanophages", "neutrophils",
       "stromal_cells", "epithelium", "endothelium", "apoptotic_cells"]
-NUCLEI = {"lymphocyte": "lymphocytes", "plasma_cell": "plasma_cells",
+NUCLEI = {"tumor": "tumor", "lymphocyte": "lymphocytes", "plasma_cell": "plasma_cells",
           "histiocyte": "histiocytes", "melanophage": "melanophages",
-          "neutrophil": "neutrophils", "stroma": "stromal_cells", "apoptosis": "apoptotic_cells"}
+          "neutrophil": "neutrophils", "stroma": "stromal_cells", "epithelium": "epithelium",
+          "endothelium": "endothelium", "apoptosis": "apoptotic_cells"}
 
 
-def _t2_name(raw: str) -> str | None:
+def _t2_name(raw: str) -> str:
     name = raw.strip().lower()
     if name in T2:
         return name
-    return NUCLEI.get(name[len("nuclei_"):]) if name.startswith("nuclei_") else None
+    return NUCLEI.get(name[len("nuclei_"):], name) if name.startswith("nuclei_") else name
 
 
 def puma_track2(cases: list[Case]) -> dict[str, float]:
-    per: dict[str, list[float]] = {c: [] for c in T2}
-    for pred, ref, _ in cases:
-        f1 = _case_f1(_features(ref, _t2_name), _features(pred, _t2_name), lambda d: d <= 15)
-        for c, v in f1.items():
-            per[c].append(v)
-    return {"f1": float(np.mean([np.mean(v) if v else 0.0 for v in per.values()]))}
+    """Track 2: the ten classes under their plain or official ``nuclei_*`` names; any other
+    name is a class of its own."""
+    return _puma_official(cases, _t2_name)
 
 
 # --- TopCoW / TopBrain task 1 ----------------------------------------------------------------
