@@ -77,7 +77,9 @@ def binarise(prediction: Mask, semantics: str = OFFICIAL) -> NDArray[np.bool_]:
     if semantics == PORT and {1, 2} <= values:
         return np.asarray(pred == 1, dtype=np.bool_)
     if len(values) == 2 and 0 in values:
-        return np.asarray(pred > 0 if semantics == OFFICIAL else pred != 0, dtype=np.bool_)
+        numeric = pred.astype(np.float64)
+        return np.asarray(numeric > 0 if semantics == OFFICIAL else numeric != 0,
+                          dtype=np.bool_)
     raise InvalidSubmissionError(f"prediction is not binary (values {sorted(values)[:6]})")
 
 
