@@ -199,7 +199,11 @@ EXTRA_NOTES = {
     "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
                         "an image without any true positive scores F1 = 0 (see "
                         "evaluators/instance.py)."],
-    "dentex": ["Graded as the ReX-MLE port (pycocotools COCOeval 'bbox', one run per aspect over "
+    "dentex": ["Graded as the ReX-MLE port, with the official evaluation's category set (the "
+               "reference's categories_1/2/3, ibrahimethemhamamci/DENTEX "
+               "DentexChallenge-AlgorithmPhases-Evaluation-Docker/evaluation.py; the port "
+               "declares 1-based categories and never scores id 0) (pycocotools COCOeval "
+               "'bbox', one run per aspect over "
                "all images with the annotations relabelled by category_id_1/2/3; AP = stats[0], "
                "AP50 = stats[1], AP75 = stats[2], AR = stats[8]; *_mean = mean of the three "
                "aspects). Kept quirk: a predicted box [a, b, c, d] with c > a, d > b and "
@@ -281,8 +285,11 @@ LAYOUTS: dict[str, SubmissionLayout] = {
         id_column="image_id", file_column="predictions_json", file_format=FileFormat.JSON,
         description="submission.csv with image_id,predictions_json; each path names a JSON list "
                     "of detections (or {\"annotations\": [...]}) with bbox [x, y, w, h], "
-                    "category_id_1 (quadrant 1-4), category_id_2 (tooth 1-8), category_id_3 "
-                    "(diagnosis 1-4) and score."),
+                    "category_id_1 (quadrant), category_id_2 (tooth), category_id_3 (diagnosis) "
+                    "using the ids of the annotations' categories_1/2/3 (0-based in the DENTEX "
+                    "release: quadrants 0-3, teeth 0-7, 0 Impacted, 1 Caries, 2 Periapical "
+                    "Lesion, 3 Deep Caries; 1-4, 1-8, 1-4 where no categories are given), and "
+                    "score."),
     **{c: SubmissionLayout(
         id_column="case_id", file_column="predicted_nuclei_path", file_format=FileFormat.JSON,
         description="submission.csv with case_id,predicted_nuclei_path; each path names a JSON "

@@ -19,8 +19,15 @@ Port conventions kept, with their caveats:
   (``c > a + 50`` or ``d > b + 50``) is taken as corners and converted to ``[a, b, c − a,
   d − b]``. A genuine ``[x, y, w, h]`` box far from the origin is left alone, but a wide box near
   the origin (``w > x + 50``) is mangled.
-* a reference label outside the declared categories (e.g. a 0-based id) is ignored by COCOeval;
-  an aspect without any reference annotation gives ``-1`` (pycocotools' "undefined"), which the
+* the categories are the reference's own, as the official evaluation takes them
+  (ibrahimethemhamamci/DENTEX ``DentexChallenge-AlgorithmPhases-Evaluation-Docker/evaluation.py``:
+  ``'categories': data['categories_k']``): the ids of ``categories_1`` / ``categories_2`` /
+  ``categories_3`` in the reference documents (0-based in the DENTEX release: quadrants 0–3,
+  teeth 0–7, diagnoses 0 Impacted, 1 Caries, 2 Periapical Lesion, 3 Deep Caries); a reference
+  without them (the synthetic case) declares 1–4 / 1–8 / 1–4 as the port does. The port always
+  declares 1-based categories, so on the release's 0-based labels it never scores quadrant 1,
+  tooth 1 or "Impacted". A label outside the declared categories is ignored by COCOeval; an
+  aspect without any reference annotation gives ``-1`` (pycocotools' "undefined"), which the
   mean includes.
 * reference annotations are renumbered 1..N over the set (the port keeps their ids, so ids
   repeated across images would corrupt its COCO index);
@@ -64,6 +71,19 @@ def _label(ann: Mapping[str, Any], aspect: str) -> int:
     return int(ann.get(alt, 1) if value is None else value)
 
 
+def _categories(references: Sequence[Any], aspect: str) -> list[dict[str, int]]:
+    """The aspect's categories: the ids the references declare (``categories_1/2/3``), else
+    1..N (see the module docstring)."""
+    field = "categories_" + ASPECTS[aspect][0].rsplit("_", 1)[1]
+    try:
+        declared = {int(c["id"]) for ref in references if isinstance(ref, Mapping)
+                    for c in ref.get(field) or []}
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"reference {field} must be a list of {{'id': int, ...}}") from None
+    ids = sorted(declared) or list(range(1, ASPECTS[aspect][2] + 1))
+    return [{"id": c} for c in ids]
+
+
 def _detections(doc: Any) -> list[Mapping[str, Any]]:
     if isinstance(doc, Mapping):
         doc = doc.get("annotations", [doc])
@@ -101,7 +121,7 @@ def coco_stats(predictions: Sequence[Any], references: Sequence[Any],
                             "score": score})
     if not results:
         return np.zeros(12)
-    categories = [{"id": c} for c in range(1, ASPECTS[aspect][2] + 1)]
+    categories = _categories(references, aspect)
     with contextlib.redirect_stdout(io.StringIO()):
         truth = COCO()
         truth.dataset = {"images": images, "annotations": annotations,

@@ -406,6 +406,31 @@ def test_dentex_perfect_and_empty() -> None:
     assert coco_stats([[]], [ref], "quadrant")[0] == 0.0
 
 
+def test_dentex_categories_are_the_references_own() -> None:
+    """The audit's case B (official evaluation.py run on it): a reference in the release's
+    format (0-based ids with categories_1/2/3), the tooth with ids (0, 0, 0) not predicted:
+    0.75 on every aspect; with the 1-based categories the port declares, the 0 ids are never
+    scored and the miss is invisible (1.0)."""
+    from evaluators.graders.dentex import coco_stats
+
+    teeth = [([500, 300, 120, 300], (0, 0, 0)), ([1500, 300, 120, 300], (1, 5, 1)),
+             ([1500, 800, 120, 300], (2, 6, 2)), ([500, 800, 120, 300], (3, 7, 3))]
+    anns = [{"id": i + 1, "bbox": box, "area": box[2] * box[3], "category_id_1": q,
+             "category_id_2": n, "category_id_3": d} for i, (box, (q, n, d)) in enumerate(teeth)]
+    release = {"images": [{"id": 1}], "annotations": anns,
+               "categories_1": [{"id": i, "name": str(i + 1)} for i in range(4)],
+               "categories_2": [{"id": i, "name": str(i + 1)} for i in range(8)],
+               "categories_3": [{"id": 0, "name": "Impacted"}, {"id": 1, "name": "Caries"},
+                                {"id": 2, "name": "Periapical Lesion"},
+                                {"id": 3, "name": "Deep Caries"}]}
+    dets = [{"bbox": a["bbox"], "score": 0.9, **{k: a[k] for k in a if k.startswith("cat")}}
+            for a in anns[1:]]
+    for aspect in ("quadrant", "enumeration", "diagnosis"):
+        assert coco_stats([dets], [release], aspect)[0] == pytest.approx(0.75)
+    port = {k: v for k, v in release.items() if not k.startswith("categories")}
+    assert coco_stats([dets], [port], "quadrant")[0] == pytest.approx(1.0)
+
+
 # --- TopCoW / TopBrain label-map conventions ---------------------------------------------------
 
 def _labels() -> tuple[np.ndarray, np.ndarray]:
