@@ -11,7 +11,19 @@ Official behaviour and how it differs from the textbook F1:
   border (2 px officially) are erased from *both* masks before matching.
 * **No true positive ⇒ F1 = 0**, including when both masks are empty (the textbook value is
   undefined, often taken as 1).
-* The per-image F1 values are averaged with the **mean** over images (the ReX-MLE grader).
+* **Large images are scored in tiles**: an image of 25,000,000 pixels or more is zero-padded to
+  multiples of 2000 and cut into 2000×2000 tiles; boundary cells are removed per tile (so a
+  cell crossing a tile edge is dropped, while one at the image's right or bottom border is kept
+  when that border falls inside a padded tile), and TP, #pred and #ref are summed over the
+  tiles before one F1 (JunMa11/NeurIPS-CellSeg ``baseline/compute_metric.py``, also the
+  ReX-MLE port).
+* ``decimals``: the official script rounds each image's F1 (``np.round(f1, 4)``, half to even)
+  before the mean; the cards pass ``decimals: 4`` (the port does not round).
+* The per-image F1 values are averaged with the **mean** over images.
+
+Departures: the official script leaves a failing or missing image out of the mean (here the
+submission is invalid), and a prediction of another shape is undefined there (the port resizes
+it; here it is invalid).
 """
 
 from __future__ import annotations
@@ -26,6 +38,10 @@ from evaluators.core import InvalidSubmissionError
 from evaluators.metrics import Direction, metric
 
 THRESHOLDS = (0.5, 0.6, 0.7, 0.8, 0.9)
+TILE_FROM = 25_000_000
+"""Images with at least this many pixels are scored in tiles (official)."""
+TILE = 2000
+"""Tile side in pixels (official)."""
 
 
 def remove_boundary_instances(mask: NDArray[np.integer], margin: int = 2) -> NDArray[np.int64]:
@@ -64,8 +80,35 @@ def count_matches(iou: NDArray[np.float64], threshold: float) -> int:
     return int((iou[rows, cols] >= threshold).sum())
 
 
+def _counts(pred: NDArray[np.integer], ref: NDArray[np.integer], threshold: float,
+            margin: int | None) -> tuple[int, int, int]:
+    """TP, #predicted and #reference instances of one image or tile."""
+    if margin is not None:
+        pred, ref = remove_boundary_instances(pred, margin), remove_boundary_instances(ref, margin)
+    iou = iou_matrix(ref, pred)
+    return count_matches(iou, threshold), iou.shape[1], iou.shape[0]
+
+
+def _tiled(pred: NDArray[np.integer], ref: NDArray[np.integer], threshold: float,
+           margin: int | None, tile: int) -> tuple[int, int, int]:
+    """The counts summed over ``tile``-pixel tiles of the zero-padded images."""
+    rows, cols = (-(-n // tile) * tile for n in ref.shape)
+    padded = [np.zeros((rows, cols), dtype=a.dtype) for a in (pred, ref)]
+    padded[0][:pred.shape[0], :pred.shape[1]] = pred
+    padded[1][:ref.shape[0], :ref.shape[1]] = ref
+    tp = n_pred = n_ref = 0
+    for r in range(0, rows, tile):
+        for c in range(0, cols, tile):
+            counts = _counts(padded[0][r:r + tile, c:c + tile],
+                             padded[1][r:r + tile, c:c + tile], threshold, margin)
+            tp, n_pred, n_ref = tp + counts[0], n_pred + counts[1], n_ref + counts[2]
+    return tp, n_pred, n_ref
+
+
 def instance_f1(prediction: NDArray[np.integer], reference: NDArray[np.integer],
-                threshold: float = 0.5, *, margin: int | None = 2) -> float:
+                threshold: float = 0.5, *, margin: int | None = 2,
+                tile_from: int | None = TILE_FROM, tile: int = TILE,
+                decimals: int | None = None) -> float:
     """F1 of predicted vs reference instances at an IoU threshold (official conventions).
 
     Args:
@@ -73,19 +116,23 @@ def instance_f1(prediction: NDArray[np.integer], reference: NDArray[np.integer],
         reference: 2D instance label map of the same shape.
         threshold: minimum IoU of a true positive.
         margin: border frame whose instances are removed; ``None`` keeps every instance.
+        tile_from: pixels from which the image is scored in tiles (None: never).
+        tile: the tiles' side in pixels.
+        decimals: round the image's F1 to this many decimals (None: no rounding).
     """
     pred, ref = np.asarray(prediction), np.asarray(reference)
     if pred.shape != ref.shape:
         raise InvalidSubmissionError(
             f"shape mismatch: prediction {pred.shape} vs reference {ref.shape}")
-    if margin is not None:
-        pred, ref = remove_boundary_instances(pred, margin), remove_boundary_instances(ref, margin)
-    iou = iou_matrix(ref, pred)
-    tp = count_matches(iou, threshold)
+    if tile_from is not None and ref.size >= tile_from:
+        tp, n_pred, n_ref = _tiled(pred, ref, threshold, margin, tile)
+    else:
+        tp, n_pred, n_ref = _counts(pred, ref, threshold, margin)
     if tp == 0:
         return 0.0
-    precision, recall = tp / iou.shape[1], tp / iou.shape[0]
-    return float(2 * precision * recall / (precision + recall))
+    precision, recall = tp / n_pred, tp / n_ref
+    f1 = float(2 * precision * recall / (precision + recall))
+    return f1 if decimals is None else float(np.round(f1, decimals))
 
 
 for _t in THRESHOLDS:

@@ -36,7 +36,8 @@ _PUMA_TISSUE = ("puma-track1-task1", "puma-track2-task1")
 _TOPCOW_GRAPH = ("topcow-track1-task3", "topcow-track2-task3")
 _ANTERIOR = ["l_a1", "acom", "third_a2", "r_a1"]
 _POSTERIOR = ["l_pcom", "l_p1", "r_p1", "r_pcom"]
-_F1 = {f"f1_{t}": Grading(evaluator=f"instance_f1_{t}", scope=GradingScope.PER_CASE)
+_F1 = {f"f1_{t}": Grading(evaluator=f"instance_f1_{t}", scope=GradingScope.PER_CASE,
+                         params={"decimals": 4})
        for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
 _PER, _WHOLE = GradingScope.PER_CASE, GradingScope.WHOLE_SET
 _TOPCOW_SEG = ("topcow-track1-task1", "topcow-track2-task1")
@@ -196,9 +197,11 @@ EXTRA_NOTES = {
     "isles22": ["Official ISLES'22 conventions: lesions are 26-connected components, a "
                 "reference lesion touched by any predicted voxel is a true positive, volumes in "
                 "ml from the NIfTI voxel spacing (see evaluators/graders/challenge_metrics.py)."],
-    "neurips-cellseg": ["Official conventions: cells within 2 px of the border are ignored and "
-                        "an image without any true positive scores F1 = 0 (see "
-                        "evaluators/instance.py)."],
+    "neurips-cellseg": ["Official conventions (JunMa11/NeurIPS-CellSeg baseline/"
+                        "compute_metric.py): cells within 2 px of the border are ignored, an "
+                        "image without any true positive scores F1 = 0, images of 25 M pixels "
+                        "or more are scored in 2000-px tiles, and each image's F1 is rounded to "
+                        "4 decimals before the mean (see evaluators/instance.py)."],
     "dentex": ["Graded as the ReX-MLE port, with the official evaluation's category set (the "
                "reference's categories_1/2/3, ibrahimethemhamamci/DENTEX "
                "DentexChallenge-AlgorithmPhases-Evaluation-Docker/evaluation.py; the port "

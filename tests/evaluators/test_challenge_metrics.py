@@ -139,6 +139,39 @@ def test_instance_f1_is_one_to_one() -> None:
     assert instance_f1(pred, ref, 0.5) == pytest.approx(2 / 3)  # TP 1, P 1/2, R 1
 
 
+def test_instance_f1_large_images_are_scored_in_tiles_as_the_official_script() -> None:
+    """The official branch for images of 25 M pixels or more (2000-px tiles), scaled down
+    (tile 40 on a 100×100 image): the audit's three cells, a tile-crossing one, one at the
+    bottom border (inside a padded tile) and an interior one."""
+    from evaluators.instance import TILE, TILE_FROM
+
+    assert (TILE_FROM, TILE) == (25_000_000, 2000)  # the official constants
+    ref = np.zeros((100, 100), dtype=np.int32)
+    ref[20:24, 38:42] = 1    # crosses the tile edge at column 40
+    ref[98:100, 60:62] = 2   # touches the image's bottom row, inside the padded tile
+    ref[10:14, 10:14] = 3    # interior
+    scaled = {"tile_from": 1, "tile": 40}
+    no_crossing, no_bottom = ref.copy(), ref.copy()
+    no_crossing[ref == 1] = 0
+    no_bottom[ref == 2] = 0
+    assert instance_f1(ref, ref, 0.5, **scaled) == 1.0
+    assert instance_f1(no_crossing, ref, 0.5, **scaled) == 1.0        # dropped from both
+    assert instance_f1(no_bottom, ref, 0.5, **scaled) == pytest.approx(2 / 3)
+    # the whole image (below the tiling size): the other way round
+    assert instance_f1(no_crossing, ref, 0.5) == pytest.approx(2 / 3)
+    assert instance_f1(no_bottom, ref, 0.5) == 1.0
+
+
+def test_instance_f1_rounds_each_image_when_asked() -> None:
+    ref = np.zeros((40, 40), dtype=np.int32)
+    ref[5:9, 5:9], ref[15:19, 15:19], ref[25:29, 25:29] = 1, 2, 3
+    pred = ref.copy()
+    pred[ref == 3] = 0
+    pred[30:34, 5:9] = 4  # a false positive
+    assert instance_f1(pred, ref, 0.5) == pytest.approx(2 / 3)
+    assert instance_f1(pred, ref, 0.5, decimals=4) == 0.6667
+
+
 def test_registered_thresholds() -> None:
     pred, ref = _cells()
     assert METRICS.get("instance_f1_0.7")(pred, ref) == pytest.approx(0.4)
