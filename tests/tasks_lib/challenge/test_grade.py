@@ -264,3 +264,22 @@ def test_topcow_graph_rejects_non_binary_edges(tmp_path: Path) -> None:
     sub, ref = _graphs(tmp_path, [[1, 1, 0, 1, 0, 1, 1, 2]] * 4)
     report = grade_and_rank("topcow-track1-task3", sub, ref)
     assert report.invalid_reason and "must be one of [0.0, 1.0]" in report.invalid_reason
+
+
+def test_a_palette_png_label_map_is_read_as_its_indices(tmp_path: Path) -> None:
+    """PUMA tissue maps may be palette PNGs; PIL (as the official evaluation reads them) gives
+    the indices, where an RGB conversion would make the map three-channel and invalid."""
+    from PIL import Image
+
+    from tasks_lib.challenge.files import load_case
+    from tasks_lib.sources import FileFormat
+
+    labels = np.zeros((8, 10), dtype=np.uint8)
+    labels[2:5, 3:7] = 3
+    labels[6:, :2] = 5
+    image = Image.fromarray(labels, mode="P")
+    image.putpalette([0, 0, 0, 255, 0, 0, 0, 255, 0, 0, 0, 255, 255, 255, 0, 255, 0, 255]
+                     + [0] * 750)
+    image.save(tmp_path / "map.png")
+    array, spacing = load_case(tmp_path / "map.png", FileFormat.PNG)
+    assert array.shape == (8, 10) and np.array_equal(array, labels) and spacing == (1.0, 1.0)
