@@ -3,7 +3,9 @@
 Textbook LNCC: the mean over pixels of the normalised cross-correlation of the two images within a
 ``w × w`` window around each pixel.
 
-*Official USenhance 2023 / ReX-MLE behaviour* (implemented here):
+*The ReX-MLE port's behaviour* (implemented here; no USenhance 2023 evaluation code is public,
+so the port, which is what ReX-MLE grades with, is the reference; it computes in float32, here
+float64, which moves a value on a nearly flat image by up to ~0.01):
 
 * both images are first **min–max normalised** to ``[0, 1]`` (with ``1e-8`` added to the range);
 * a ``11 × 11`` box window, borders mirrored without repeating the edge pixel (OpenCV's default
@@ -49,7 +51,7 @@ def lncc_map(prediction: NDArray[np.floating], reference: NDArray[np.floating],
 
 
 @metric("lncc", direction=Direction.HIGHER, averaging="mean over images", missing=0.0,
-        description="local normalised cross-correlation, 11×11 window (official USenhance)")
+        description="local normalised cross-correlation, 11×11 window (USenhance via ReX-MLE)")
 def lncc(prediction: NDArray[np.floating], reference: NDArray[np.floating]) -> float:
     """Mean local NCC over pixels where both images vary locally (2D grey images)."""
     pred, ref = np.asarray(prediction, dtype=float), np.asarray(reference, dtype=float)
