@@ -16,6 +16,12 @@ unchanged), driven step by step as ``aide.Experiment.run`` does.
   ``./working/submission.csv``); the folder is emptied before each execution, and after each step
   whose node is AIDE's best so far (``journal.get_best_node()``) it is copied to
   ``$MEDFLOWS_SUBMISSION``. A run killed at its cap keeps the best submission found until then.
+- Budget: AIDE retries a refused call with backoff and no cap (``backoff_create`` retries its
+  ``OPENAI_TIMEOUT_EXCEPTIONS`` forever). Behind the run's proxy a 429 means the run's cost
+  budget is spent (provider rate limits are retried behind the proxy), so the wrapper takes
+  ``RateLimitError`` out of that tuple — the one AIDE setting it changes — and ends the search
+  there, keeping the best submission so far (the run is then ``partial``), instead of waiting
+  out the wall clock.
 - Records: AIDE's journal, best solution and tree plot under ``$MEDFLOWS_WORKSPACE/aide/logs``;
   the best node's plan as ``plan.md`` (what the S1 judge reads).
 """
@@ -32,7 +38,9 @@ BUDGET_S = float(os.environ["MEDFLOWS_BUDGET_S"])
 MARGIN_S = 10.0
 """Wall time kept back for copying the submission and exiting."""
 
-from aide.agent import Agent  # noqa: E402  (after START: imports count against the budget)
+import openai  # noqa: E402  (after START: imports count against the budget)
+from aide.agent import Agent  # noqa: E402
+from aide.backend import backend_openai  # noqa: E402
 from aide.interpreter import Interpreter  # noqa: E402
 from aide.journal import Journal  # noqa: E402
 from aide.utils.config import (  # noqa: E402
@@ -42,6 +50,9 @@ from aide.utils.config import (  # noqa: E402
     prep_cfg,
     save_run,
 )
+
+backend_openai.OPENAI_TIMEOUT_EXCEPTIONS = tuple(
+    e for e in backend_openai.OPENAI_TIMEOUT_EXCEPTIONS if e is not openai.RateLimitError)
 
 WORKSPACE = Path(os.environ["MEDFLOWS_WORKSPACE"])
 SUBMISSION = Path(os.environ["MEDFLOWS_SUBMISSION"])
@@ -122,7 +133,12 @@ def main() -> None:
             if left < cfg.exec.timeout + MARGIN_S and step > 0:
                 print(f"stopping before step {step + 1}: {left:.0f} s left")
                 break
-            agent.step(exec_callback=execute)
+            try:
+                agent.step(exec_callback=execute)
+            except openai.RateLimitError as exc:
+                print(f"stopping at step {step + 1}: the model proxy refused a call "
+                      f"({exc.code}: the run's cost budget is spent)", flush=True)
+                break
             save_run(cfg, journal)
             node, best = journal.nodes[-1], journal.get_best_node()
             found = produced(working)

@@ -144,3 +144,41 @@ def test_aide_cells_on_a_challenge_and_an_imaging_task(
     # The imaging task: the multi-Otsu method's Dice, as the scripted baseline gets it.
     imaging = reports[IMAGING]
     assert imaging.task_score is not None and 0.3 < imaging.task_score <= 1.0
+
+
+@pytest.mark.slow
+@needs_bwrap
+def test_aide_over_its_cost_budget_stops_at_once_and_ends_partial(
+        agents_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget for a few exchanges (the proxy admits a call on its estimate, ~0.0005 USD here): the proxy refuses the next call with 429, which AIDE
+    would retry forever; the wrapper ends the search there with the first step's submission,
+    long before the wall clock, and the run is partial and scored."""
+    from support.cells import file_env
+
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.harness.cell import execute_cell, plan_cell
+    from tasks_lib.harness.record import run_record
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.sandbox.base import SandboxBackend
+
+    folder = agents_dir / "aide"
+    shutil.copytree(PROJECT_ROOT / "agents" / "aide", folder)
+    config = folder / "config.yaml"
+    config.write_text(config.read_text().replace("max_cost_usd: 5.0", "max_cost_usd: 0.001"))
+    url, _ = publish_challenge_pool(CHALLENGE, str(tmp_path / "pool"))
+    env = file_env(CHALLENGE, Path(url), 3600)
+    with FakeOpenAIServer(_model(_code())) as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", PROVIDER_KEY)
+        reset_settings()
+        plan = plan_cell(AGENT, env, Tier.LITE, SandboxBackend.LOCAL, 0, "rules")
+        execution = execute_cell(plan, env)
+    output = json.loads((plan.trace_dir / "conversation.json").read_text())["messages"][-1][
+        "content"]
+    assert execution.status is RunStatus.PARTIAL, (execution.status, output[-3000:])
+    assert "the run's cost budget is spent" in output and execution.wall_time_s < 120
+    assert 2 <= len(provider.requests) < 2 * 20
+    record = run_record(plan, execution, env.pool())
+    assert record.cost_usd is not None and record.cost_usd <= 0.001
+    assert score_cell(record, plan.submission).metrics == {"score": 0.0}
