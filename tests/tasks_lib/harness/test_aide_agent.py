@@ -150,9 +150,10 @@ def test_aide_cells_on_a_challenge_and_an_imaging_task(
 @needs_bwrap
 def test_aide_over_its_cost_budget_stops_at_once_and_ends_partial(
         agents_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """A budget for a few exchanges (the proxy admits a call on its estimate, ~0.0005 USD here): the proxy refuses the next call with 429, which AIDE
-    would retry forever; the wrapper ends the search there with the first step's submission,
-    long before the wall clock, and the run is partial and scored."""
+    """A budget for a few exchanges (the proxy admits a call on its estimate, ~0.0005 USD
+    here): the proxy then refuses a call with 429, which AIDE would retry forever; the wrapper
+    ends the search there with the best submission so far, long before the wall clock, and
+    the run is partial and scored."""
     from support.cells import file_env
 
     from tasks_lib.challenge.pool import publish_challenge_pool
