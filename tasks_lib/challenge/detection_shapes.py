@@ -18,10 +18,19 @@ def _teeth_image(rng: Rng, boxes: list[list[float]], shape: tuple[int, int]) -> 
     return np.clip(image, 0, 255).astype(np.uint8)
 
 
+DENTEX_CATEGORIES = {
+    "categories_1": [{"id": i, "name": str(i + 1)} for i in range(4)],
+    "categories_2": [{"id": i, "name": str(i + 1)} for i in range(8)],
+    "categories_3": [{"id": 0, "name": "Impacted"}, {"id": 1, "name": "Caries"},
+                     {"id": 2, "name": "Periapical Lesion"}, {"id": 3, "name": "Deep Caries"}]}
+"""The DENTEX release's category lists (0-based ids), as its annotation files carry them."""
+
+
 def dentex(rng: Rng) -> list[SyntheticItem]:
-    """Three 256×512 panoramic-like images with 6–8 tooth boxes; the sample jitters boxes,
-    writes half of them as corners (converted by the port's heuristic: heights > 50 px), drops
-    one, mislabels one diagnosis and adds a false box."""
+    """Three 256×512 panoramic-like images with 6–8 tooth boxes, labelled as the DENTEX release
+    labels them (0-based ids, with the release's ``categories_1/2/3``); the sample jitters
+    boxes, writes half of them as corners (converted by the port's heuristic: heights > 50 px),
+    drops one, mislabels one diagnosis and adds a false box."""
     items = []
     for i in range(3):
         anns: list[dict[str, Any]] = []
@@ -29,9 +38,9 @@ def dentex(rng: Rng) -> list[SyntheticItem]:
         for k in range(int(rng.integers(6, 9))):
             x, y = float(20 + 60 * k), float(rng.integers(40, 120))
             w, h = float(rng.integers(24, 40)), float(rng.integers(55, 80))
-            labels = {"category_id_1": int(rng.integers(1, 5)),
-                      "category_id_2": int(rng.integers(1, 9)),
-                      "category_id_3": int(rng.integers(1, 5))}
+            labels = {"category_id_1": int(rng.integers(0, 4)),
+                      "category_id_2": int(rng.integers(0, 8)),
+                      "category_id_3": int(rng.integers(0, 4))}
             anns.append({"id": 100 * i + k + 1, "image_id": i + 1, "bbox": [x, y, w, h],
                          "area": w * h, "iscrowd": 0, **labels})
             if k == 1:
@@ -41,13 +50,13 @@ def dentex(rng: Rng) -> list[SyntheticItem]:
             if k % 2:
                 box = [box[0], box[1], box[0] + box[2], box[1] + box[3]]
             if k == 2:
-                labels = {**labels, "category_id_3": labels["category_id_3"] % 4 + 1}
+                labels = {**labels, "category_id_3": (labels["category_id_3"] + 1) % 4}
             dets.append({"bbox": box, "score": round(float(rng.uniform(0.3, 1.0)), 3),
                          **labels})
-        dets.append({"bbox": [400.0, 20.0, 30.0, 30.0], "score": 0.2, "category_id_1": 1,
-                     "category_id_2": 1, "category_id_3": 1})
+        dets.append({"bbox": [400.0, 20.0, 30.0, 30.0], "score": 0.2, "category_id_1": 0,
+                     "category_id_2": 0, "category_id_3": 0})
         truth = {"images": [{"id": i + 1, "file_name": f"pano_{i:03d}.png", "width": 512,
-                             "height": 256}], "annotations": anns}
+                             "height": 256}], "annotations": anns, **DENTEX_CATEGORIES}
         image = _teeth_image(rng, [list(a["bbox"]) for a in anns], (256, 512))
         items.append(SyntheticItem(f"pano_{i:03d}", image, truth, dets))
     return items

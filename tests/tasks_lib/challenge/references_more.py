@@ -55,7 +55,10 @@ def dentex(cases: list[Case], tmp: Path) -> dict[str, float]:
                          "score": d.get("score", d.get("confidence", 0.5))})
     stats = {}
     for aspect, (key, n) in ASPECT_KEYS.items():
-        gt = {"images": images, "categories": [{"id": i} for i in range(1, n + 1)],
+        declared = {c["id"] for _, ref, _ in cases
+                    for c in ref.get(f"categories_{key[-1]}", [])}
+        ids = sorted(declared) or list(range(1, n + 1))  # the official evaluation.py's own set
+        gt = {"images": images, "categories": [{"id": i} for i in ids],
               "annotations": [{**a, "category_id": a[key]} for a in anns]}
         preds = [{"image_id": d["image_id"], "bbox": d["bbox"], "score": d["score"],
                   "category_id": d[key]} for d in dets]
