@@ -70,7 +70,7 @@ def test_attacks_end_in_the_ledger_with_bounded_host_memory(
     reset_settings()
     assert grown < 2**30  # the attacks cost the host < 1 GiB
     row = store.runs(run_id=plan.run_id)[0]
-    assert (row.status, row.turns) == ("invalid", len(ATTACKS))
+    assert (row.status, row.turns) == ("invalid", len(ATTACKS)), record.error
     assert row.cost_usd is not None and row.input_tokens and row.input_tokens > 0
     assert read_run(plan.run_id) == record
     assert any(v.startswith("resource_limit:") for v in record.violations), record.violations
