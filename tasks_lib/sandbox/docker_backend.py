@@ -215,6 +215,7 @@ class DockerSandbox:
         monitor = SyscallMonitor(self.spec, self.host, skip_execs=0) if self.strace else None
         if monitor is not None:  # stop before anything runs; the host attaches, then resumes
             argv = ["/bin/sh", "-c", 'kill -STOP $$; exec "$@"', "medflows-exec", *argv]
+        self._running()
         exec_id = self.engine.api.exec_create(self.container.id, argv, user=str(SANDBOX_UID),
                                               workdir=self.spec.workdir)["Id"]
         out, err = CappedCapture(self.host.output_chars), CappedCapture(self.host.output_chars)
@@ -276,6 +277,23 @@ class DockerSandbox:
             stderr=clip(err.text(), self.host.output_chars),
             timed_out=timed_out, duration_s=time.monotonic() - started,
             observed=observed, monitored=monitor is not None, limits_hit=hit)
+
+    def _running(self) -> None:
+        """Wait, by the clock, until the container runs: a restart at a cap (the quota watcher's
+        thread and the end of the previous execution may both restart it) can leave it
+        restarting or stopped when the next execution starts, and an exec on it fails."""
+        deadline = time.monotonic() + ATTACH_WAIT_S
+        while True:
+            self.container.reload()
+            status = self.container.status
+            if status == "running":
+                return
+            if status in ("created", "exited"):
+                self.container.start()
+            if time.monotonic() > deadline:
+                raise SandboxUnavailableError(f"sandbox container {self.name} is {status}, "
+                                              f"not running, after {ATTACH_WAIT_S:g} s")
+            time.sleep(0.1)
 
     def _attach(self, exec_id: str, monitor: SyscallMonitor) -> subprocess.Popen[bytes] | None:
         """Attach ``strace`` to the stopped exec process and resume it (None: not possible
