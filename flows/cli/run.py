@@ -18,6 +18,19 @@ run_app = typer.Typer(no_args_is_help=True,
 app.add_typer(run_app, name="run")
 
 
+MAX_COST_USD: Any = typer.Option(
+    None, min=0.0, help="The run's model-spend cap in USD (price snapshot); reached: the run ends "
+    "partial and what it produced is scored. Default: the card's tier budget.")
+MAX_STEPS: Any = typer.Option(
+    None, min=1, help="Model turns (external agents: their own steps). Default: the agent's, "
+    "else the card's tier budget, else 30.")
+WALL_TIME_S: Any = typer.Option(
+    None, min=1, help="Wall-clock cap in seconds. Default: the card's tier budget, else its "
+    "time_budget_s.")
+"""The run's own compute caps (docs/harness.md#sandboxes), shared by ``run cell`` and ``run
+matrix``."""
+
+
 def sandbox_unavailable() -> tuple[type[Exception], ...]:
     """No sandbox can start here (a user error: install bwrap or docker, or pick the other)."""
     from tasks_lib.sandbox.local import SandboxUnavailableError
@@ -64,14 +77,9 @@ def run_cell_cmd(
     replicate: int = typer.Option(0, min=0, help="Replicate index."),
     judge_model: str = typer.Option(None, help="Judge model (default: the judge_model setting; "
                                     "'rules' = offline deterministic judge)."),
-    max_cost_usd: float = typer.Option(None, min=0.0, help="The run's model-spend cap in USD "
-                                       "(price snapshot); reached: the run ends partial and what "
-                                       "it produced is scored. Default: the card's tier budget."),
-    max_steps: int = typer.Option(None, min=1, help="Model turns (external agents: their own "
-                                  "steps). Default: the agent's, else the card's tier budget, "
-                                  "else 30."),
-    wall_time_s: int = typer.Option(None, min=1, help="Wall-clock cap in seconds. Default: the "
-                                    "card's tier budget, else its time_budget_s."),
+    max_cost_usd: float = MAX_COST_USD,
+    max_steps: int = MAX_STEPS,
+    wall_time_s: int = WALL_TIME_S,
     as_json: bool = typer.Option(False, "--json", help="Print the cell report as JSON."),
 ) -> None:
     """Run one evaluation cell (execute, then score) and print its report."""
@@ -101,14 +109,9 @@ def run_matrix_cmd(
     concurrency: int = typer.Option(2, min=1, help="Cells run at the same time."),
     judge_model: str = typer.Option(None, help="Judge model ('rules' = offline judge)."),
     matrix_id: str = typer.Option(None, help="Report folder name (default: a timestamp)."),
-    max_cost_usd: float = typer.Option(None, min=0.0, help="The run's model-spend cap in USD "
-                                       "(price snapshot); reached: the run ends partial and what "
-                                       "it produced is scored. Default: the card's tier budget."),
-    max_steps: int = typer.Option(None, min=1, help="Model turns (external agents: their own "
-                                  "steps). Default: the agent's, else the card's tier budget, "
-                                  "else 30."),
-    wall_time_s: int = typer.Option(None, min=1, help="Wall-clock cap in seconds. Default: the "
-                                    "card's tier budget, else its time_budget_s."),
+    max_cost_usd: float = MAX_COST_USD,
+    max_steps: int = MAX_STEPS,
+    wall_time_s: int = WALL_TIME_S,
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Run the grid agents × tasks × tiers × N and write the report (matrix.json, matrix.md)."""

@@ -20,12 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cells import needs_bwrap
 from support.openai_server import FakeOpenAIServer
 
 from tasks_lib.settings import PROJECT_ROOT, reset_settings
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bwrap sandbox not installed")
 
 CHALLENGE = "ldct-iqa"
 IMAGING = "brain-tissue-seg"

@@ -7,18 +7,14 @@ past its wall-clock cap is killed, ends ``timeout``, and what it wrote is scored
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.cells import file_env
+from support.cells import file_env, needs_bwrap
 from support.openai_server import FakeOpenAIServer
 
 from tasks_lib.settings import reset_settings
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bwrap sandbox not installed")
 
 CHALLENGE = "ldct-iqa"
 AGENT = "external:example-llm@gpt-4o-mini"

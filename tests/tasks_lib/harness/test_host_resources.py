@@ -4,11 +4,11 @@ kit's sandbox and kept on the run record."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cells import needs_bwrap
 
 from tasks_lib.domain import RunStatus, Tier
 from tasks_lib.errors import InputDataError
@@ -16,8 +16,6 @@ from tasks_lib.sandbox.base import Language, agent_spec
 from tasks_lib.sandbox.devices import cell_cache, cell_gpus, gpu_devices, lend
 from tasks_lib.settings import reset_settings
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None,
-                                 reason="bwrap sandbox not installed")
 PASSED = "/dev/loop-control"
 """A host device bubblewrap's minimal /dev does not have: passed through, it appears inside."""
 
