@@ -99,20 +99,23 @@ def _benchmark_markdown(report: BenchmarkReport) -> str:
 
 @flow(name="construct-challenge", flow_run_name="construct-challenge-{task_id}", log_prints=True)
 def construct_challenge(task_id: str, out: str | None = None, seed: int = 0,
-                        audit_override: str | None = None) -> str:
+                        audit_override: str | None = None, release: str | None = None) -> str:
     """Build a challenge card's pool: its synthetic case (test seed ``seed``, validation seed
-    ``seed + 1``) as public inputs, sample submission, validation split and local metric, the
-    test answers private → write (vN) (the challenge kit's
+    ``seed + 1``), or with ``release`` the official release folder split as ReX-MLE splits it
+    (``medflows challenge prepare``), as public inputs, sample submission, validation split and
+    local metric, the test answers private → write (vN) (the challenge kit's
     :meth:`~tasks_lib.tracks.challenge.ChallengeKit.build`) → exploit audit (publish gate,
     ``audit.json``) → ledger. Returns the URL of the version's ``manifest.json``."""
     from tasks_lib.imaging.types import PoolManifest
     from tasks_lib.pool_publish import publish_version
     from tasks_lib.tracks.base import BuildRequest, kit_for
 
-    built = kit_for(Track.CHALLENGE).build(BuildRequest(tasks=[task_id], out=out, seed=seed))
+    options = {"release": release} if release is not None else {}
+    built = kit_for(Track.CHALLENGE).build(BuildRequest(tasks=[task_id], out=out, seed=seed,
+                                                        options=options))
     url, manifest = built.url, built.manifest
     assert isinstance(manifest, PoolManifest)
     publish_version(url, manifest, audit_override, len(manifest.cases))
-    print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases "
-          "(synthetic, illustrative)")
+    kind = "official release" if release is not None else "synthetic, illustrative"
+    print(f"built {task_id} v{manifest.version}: {len(manifest.cases)} test cases ({kind})")
     return f"{url.rstrip('/')}/manifest.json"

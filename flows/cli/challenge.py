@@ -206,3 +206,39 @@ def build_challenge(
         summary |= {"content_hash": m.content_hash, "seed": seed,
                     "cases": [c.case_id for c in m.cases]}
     echo_json(summary)
+
+
+@challenge_app.command("prepare")
+@user_errors()
+def prepare_cmd(
+    task: str = typer.Option(..., "--task", help="Challenge id (medflows challenge list)."),
+    from_dir: Path = typer.Option(..., "--from", help="The official release folder, extracted "
+                                  "as downloaded (docs/challenge.md: Bringing the official "
+                                  "releases)."),
+    out: str = typer.Option(None, help="Pool root folder/URL (default: pools/<task>/vN in the "
+                                       "storage root)."),
+    audit_override: str = typer.Option(
+        None, help="Publish even if the exploit audit is not clean; the reason is recorded in "
+        "the pool's audit.json."),
+    as_json: bool = typer.Option(False, "--json", help="Also list the test cases."),
+) -> None:
+    """Build a challenge pool from the official release: the layout is checked (a wrong one
+    is refused naming the file), the cases are split as ReX-MLE splits them (80 % public with
+    labels as the validation split, 20 % test with private labels), then written, audited and
+    published as `pool build challenge` does. Prints JSON."""
+    from flows.challenge import construct_challenge
+    from tasks_lib.challenge.card import load_challenge
+    from tasks_lib.challenge.prepare.readers import reader_for
+    from tasks_lib.imaging.pool import read_manifest
+
+    reader_for(task).cases(load_challenge(task), from_dir)  # refuse a wrong layout up front
+    manifest = construct_challenge(task, location(out) if out else None,
+                                   audit_override=audit_override,
+                                   release=str(from_dir.resolve()))
+    m = read_manifest(manifest.removesuffix("/manifest.json"))
+    summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
+                                  "version": m.version, "n_cases": len(m.cases),
+                                  "manifest": manifest, "illustrative": False}
+    if as_json:
+        summary |= {"content_hash": m.content_hash, "cases": [c.case_id for c in m.cases]}
+    echo_json(summary)

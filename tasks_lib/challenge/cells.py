@@ -10,6 +10,7 @@ report and the matrix report show it.
 
 from __future__ import annotations
 
+import json
 import math
 from pathlib import Path
 
@@ -55,8 +56,9 @@ def place(challenge: str, metrics: dict[str, float] | None) -> Placement:
     return Placement(rank=rank, thresholds=thresholds, medal=medal)
 
 
-def placement_notes(placement: Placement) -> list[str]:
-    """Human-readable lines of a placement (with the rule and the illustrative note)."""
+def placement_notes(placement: Placement, illustrative: bool = True) -> list[str]:
+    """Human-readable lines of a placement (with the rule and, on a synthetic pool, the
+    illustrative note)."""
     r = placement.rank
     bands = ", ".join(f"{m} ≤ {v:g}" for m, v in placement.thresholds.items())
     mean = "last (invalid)" if r.mean_rank is None else f"{r.mean_rank:g}"
@@ -64,7 +66,7 @@ def placement_notes(placement: Placement) -> list[str]:
     return [f"leaderboard percentile {r.percentile:.4f} (mean rank {mean}, N = "
             f"{r.n_competitors} human entries; positions: {positions})",
             f"medal: {placement.medal} (mean position bands: {bands}; rule: Kaggle < 100 "
-            "teams)", ILLUSTRATIVE]
+            "teams)", *([ILLUSTRATIVE] if illustrative else [])]
 
 
 def grade_card(card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | None,
@@ -89,19 +91,33 @@ def grade_card(card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | N
         invalid_reason=invalid)
 
 
-def with_placement(scored: ScoreCard) -> ScoreCard:
+def is_illustrative(pool_dir: Path) -> bool:
+    """Whether a pool's placement is illustrative: any case not from an official release
+    (:data:`tasks_lib.challenge.prepare.ORIGIN`), or no manifest to tell."""
+    from tasks_lib.challenge.prepare import ORIGIN
+
+    path = pool_dir / "manifest.json"
+    if not path.is_file():
+        return True
+    cases = json.loads(path.read_text(encoding="utf-8")).get("cases") or [{}]
+    return not all(str(c.get("origin", "")).startswith(ORIGIN) for c in cases)
+
+
+def with_placement(scored: ScoreCard, illustrative: bool = True) -> ScoreCard:
     """The graded card placed on the human leaderboard (host side: the leaderboard is data the
     evaluator sandbox does not mount): ``groups`` and notes; invalid → last, no medal."""
     placement = place(scored.task_id, None if scored.invalid_reason else scored.metrics)
     r = placement.rank
     board = {"n_competitors": float(r.n_competitors), "percentile": r.percentile,
-             "medal": MEDAL_CODE[placement.medal], "illustrative": 1.0}
+             "medal": MEDAL_CODE[placement.medal], "illustrative": float(illustrative)}
     if r.mean_rank is not None:
         board["mean_rank"] = r.mean_rank
     groups = {**scored.groups, "leaderboard": board,
               "positions": {m: float(p) for m, p in r.positions.items()}}
     return scored.model_copy(update={"groups": groups,
-                                     "notes": [*scored.notes, *placement_notes(placement)]})
+                                     "notes": [*scored.notes,
+                                                       *placement_notes(placement,
+                                                                        illustrative)]})
 
 
 def score_challenge(card: TaskSpec, pool_dir: Path, submission: Path, run_id: str | None,
@@ -110,7 +126,7 @@ def score_challenge(card: TaskSpec, pool_dir: Path, submission: Path, run_id: st
     """Grade ``submission`` and place it on the leaderboard (:func:`grade_card`,
     :func:`with_placement`)."""
     return with_placement(grade_card(card, pool_dir, submission, run_id, pool_hash,
-                                     evaluator_version, limits))
+                                     evaluator_version, limits), is_illustrative(pool_dir))
 
 
 RECIPE = '''\

@@ -23,6 +23,7 @@ from __future__ import annotations
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Protocol
 
 import pandas as pd
 
@@ -47,17 +48,36 @@ def _files(folder: Path, prefix: str, visibility: Visibility) -> list[Artifact]:
             for p in sorted(folder.rglob("*")) if p.is_file()]
 
 
-def brief(card: TaskSpec, test: SyntheticCase, validation: SyntheticCase) -> str:
+class CaseFolders(Protocol):
+    """The folders of one split: a synthetic case (:class:`SyntheticCase`) or a prepared split
+    of an official release (:class:`tasks_lib.challenge.prepare.PreparedSplit`)."""
+
+    @property
+    def case_ids(self) -> list[str]: ...
+    @property
+    def public_dir(self) -> Path: ...
+    @property
+    def private_dir(self) -> Path: ...
+    @property
+    def sample_submission_dir(self) -> Path: ...
+
+
+SYNTHETIC_NOTE = f"**Illustrative:** {ILLUSTRATIVE}."
+SYNTHETIC_VALIDATION = ("a validation split (other case ids' images, a sample submission and "
+                        "its public answers under `reference/`)")
+
+
+def brief(card: TaskSpec, test: CaseFolders, validation: CaseFolders,
+          kind: str = "synthetic case", note: str = SYNTHETIC_NOTE,
+          validation_text: str = SYNTHETIC_VALIDATION) -> str:
     """The public brief: the task, the layout, where things are and how to self-check."""
     sub = layout(card)
     cols = ", ".join([sub.id_column, *sub.value_columns, *([sub.file_column]
                                                             if sub.file_column else [])])
     return (
-        f"# {card.title} (synthetic case)\n\n{card.description.strip()}\n\n"
-        f"**Illustrative:** {ILLUSTRATIVE}.\n\n"
+        f"# {card.title} ({kind})\n\n{card.description.strip()}\n\n{note}\n\n"
         "## Inputs\n\n- `/public/images/`: the test inputs, one per case id below.\n"
-        "- `/public/validation/`: a validation split (other case ids' images, a sample "
-        "submission and its public answers under `reference/`).\n\n"
+        f"- `/public/validation/`: {validation_text}.\n\n"
         f"## Submission layout\n\n{sub.description.strip()}\n\nWrite "
         f"`/workspace/submission/submission.csv` with columns {cols} (one row per test case; "
         "file paths relative to the submission folder), like `/public/sample_submission/`.\n\n"
@@ -68,12 +88,18 @@ def brief(card: TaskSpec, test: SyntheticCase, validation: SyntheticCase) -> str
         + "\n")
 
 
-def _cases(card: TaskSpec, case: SyntheticCase) -> list[CaseEntry]:
-    images = {p.name.split(".")[0]: f"images/{p.name}"
-              for p in (case.public_dir / "images").glob("*")} if (
-        case.public_dir / "images").is_dir() else {}
+def _image_of(case_id: str, names: list[str]) -> str:
+    """The public image of a case: ``<case>.<ext>``, else the first ``<case>_<channel>.<ext>``."""
+    exact = [n for n in names if n.split(".")[0] == case_id]
+    return next(iter(exact or [n for n in names if n.startswith(f"{case_id}_")]), "")
+
+
+def _cases(case: CaseFolders, origins: dict[str, str]) -> list[CaseEntry]:
+    folder = case.public_dir / "images"
+    names = sorted(p.name for p in folder.glob("*")) if folder.is_dir() else []
     return [CaseEntry(case_id=c, output="submission.csv", reference="test_labels.csv",
-                      origin=f"synthetic seed {case.seed}", image=images.get(c, ""))
+                      origin=origins[c], image=f"images/{name}" if (
+                          name := _image_of(c, names)) else "")
             for c in case.case_ids]
 
 
@@ -102,11 +128,10 @@ def prefix_cases(case: SyntheticCase, prefix: str) -> SyntheticCase:
     return case.model_copy(update={"case_ids": [names[c] for c in case.case_ids]})
 
 
-def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], list[CaseEntry]]:
-    """Every pool file (public and private) and the test cases, written under ``work`` (the
-    validation ids carry the prefix ``val_``)."""
-    test = write_synthetic_case(card, work / "test", seed)
-    val = prefix_cases(write_synthetic_case(card, work / "validation", seed + 1), "val_")
+def split_artifacts(card: TaskSpec, test: CaseFolders, val: CaseFolders, work: Path,
+                    brief_md: str) -> list[Artifact]:
+    """Every pool file (public and private) of a test and a validation split (one tail for
+    synthetic and prepared pools)."""
     example = write_format_example(card, test.sample_submission_dir, work / "format_example")
     public, private = Visibility.PUBLIC, Visibility.PRIVATE
     arts = [*_files(test.public_dir / "images", "images/", public),
@@ -115,10 +140,31 @@ def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], li
             *_files(val.sample_submission_dir, "validation/sample_submission/", public),
             *_files(val.private_dir, "validation/reference/", public),
             *_files(test.private_dir, "", private),
-            Artifact(key="brief.md", visibility=public, data=brief(card, test, val).encode())]
-    arts += [Artifact(key=k, visibility=public, data=v)
-             for k, v in local_metric.bundle(card).items()]
-    return arts, _cases(card, test)
+            Artifact(key="brief.md", visibility=public, data=brief_md.encode())]
+    return arts + [Artifact(key=k, visibility=public, data=v)
+                   for k, v in local_metric.bundle(card).items()]
+
+
+def artifacts(card: TaskSpec, work: Path, seed: int) -> tuple[list[Artifact], list[CaseEntry]]:
+    """Every pool file (public and private) and the test cases, written under ``work`` (the
+    validation ids carry the prefix ``val_``)."""
+    test = write_synthetic_case(card, work / "test", seed)
+    val = prefix_cases(write_synthetic_case(card, work / "validation", seed + 1), "val_")
+    arts = split_artifacts(card, test, val, work, brief(card, test, val))
+    return arts, _cases(test, {c: f"synthetic seed {test.seed}" for c in test.case_ids})
+
+
+def _publish(card: TaskSpec, arts: list[Artifact], cases: list[CaseEntry],
+             out: str | None) -> tuple[str, PoolManifest]:
+    task_id = card.task_id
+
+    def manifest(version: int, digest: str) -> PoolManifest:
+        return PoolManifest(pool_id=task_id, task_id=task_id, track=card.track, version=version,
+                            created_at=datetime.now(UTC), cards=[task_id],
+                            card_digest=card_digest(card), content_hash=digest, cases=cases,
+                            deid=DeidRecord(files=0, fields_cleared=[]))
+
+    return write_version(task_id, PoolFiles(content=artifact_files(arts)), manifest, out)
 
 
 def publish_challenge_pool(task_id: str, out: str | None = None,
@@ -129,14 +175,32 @@ def publish_challenge_pool(task_id: str, out: str | None = None,
     card = load_challenge(task_id)
     with tempfile.TemporaryDirectory(prefix="medflows-challenge-") as tmp:
         arts, cases = artifacts(card, Path(tmp), seed)
+    return _publish(card, arts, cases, out)
 
-    def manifest(version: int, digest: str) -> PoolManifest:
-        return PoolManifest(pool_id=task_id, task_id=task_id, track=card.track, version=version,
-                            created_at=datetime.now(UTC), cards=[task_id],
-                            card_digest=card_digest(card), content_hash=digest, cases=cases,
-                            deid=DeidRecord(files=0, fields_cleared=[]))
 
-    return write_version(task_id, PoolFiles(content=artifact_files(arts)), manifest, out)
+def publish_prepared_pool(task_id: str, release: Path,
+                          out: str | None = None) -> tuple[str, PoolManifest]:
+    """Write the pool version of an official release (:mod:`tasks_lib.challenge.prepare`):
+    ReX-MLE's held-out 20 % as the test split (answers private), its public 80 % as the
+    validation split (inputs and answers public), through the same tail as
+    :func:`publish_challenge_pool`."""
+    from tasks_lib.challenge.prepare import prepare_release
+
+    card = load_challenge(task_id)
+    with tempfile.TemporaryDirectory(prefix="medflows-prepare-") as tmp:
+        test, train = prepare_release(card, release, Path(tmp))
+        text = brief(card, test, train, "official release", REAL_NOTE, REAL_VALIDATION)
+        arts = split_artifacts(card, test, train, Path(tmp), text)
+    return _publish(card, arts, _cases(test, test.origins), out)
+
+
+REAL_NOTE = ("**Official release:** the challenge's own images and labels, split as ReX-MLE "
+             "splits them (80 % public for training, 20 % held out as the test cases), so the "
+             "leaderboard placement uses the organisers' data (on a held-out part of their "
+             "training release, not their hidden test set).")
+REAL_VALIDATION = ("the training split (ReX-MLE's public 80 %): its inputs under `images/`, its "
+                   "labels in the submission layout under `reference/` (`test_labels.csv` and "
+                   "the files it names) and a format example under `sample_submission/`")
 
 
 PUBLIC_BY_DESIGN = ("public/validation/reference/", "public/local_metric/lib/")

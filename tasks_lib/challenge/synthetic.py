@@ -129,11 +129,12 @@ def _row(layout: SubmissionLayout, item: SyntheticItem, value: Any, folder: Path
     if layout.file_column is None or layout.file_format is None:
         return row | {c: value[c] for c in layout.value_columns}
     rel = f"{sub}/{item.case_id}{SUFFIX[layout.file_format]}"
-    _write(folder / rel, layout.file_format, value, item.spacing)
+    write_file(folder / rel, layout.file_format, value, item.spacing)
     return row | {layout.file_column: rel}
 
 
-def _write(path: Path, fmt: FileFormat, value: Any, spacing: tuple[float, ...]) -> None:
+def write_file(path: Path, fmt: FileFormat, value: Any, spacing: tuple[float, ...]) -> None:
+    """Write one case file (JSON document or array; NIfTI with ``spacing`` as its zooms)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     if fmt is FileFormat.JSON:
         path.write_text(json.dumps(value, indent=1))
@@ -160,4 +161,4 @@ def _write_image(public: Path, item: SyntheticItem) -> None:
     if item.image is None:
         return
     fmt = FileFormat.NIFTI if item.image.ndim == 3 else FileFormat.PNG
-    _write(public / "images" / f"{item.case_id}{SUFFIX[fmt]}", fmt, item.image, item.spacing)
+    write_file(public / "images" / f"{item.case_id}{SUFFIX[fmt]}", fmt, item.image, item.spacing)

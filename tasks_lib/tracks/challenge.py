@@ -46,20 +46,27 @@ class ChallengeKit(TrackKit):
         """The card's synthetic case (test seed ``request.seed`` or 0, validation seed + 1) as
         public inputs, sample submission, validation split and local metric, the test answers
         private → write vN (:func:`tasks_lib.challenge.pool.publish_challenge_pool`, one step);
-        the pool is named by the task id."""
+        with the option ``release`` (a folder), the official release split as ReX-MLE splits
+        it instead (:func:`tasks_lib.challenge.pool.publish_prepared_pool`); the pool is named
+        by the task id."""
         from prefect import task
 
-        from tasks_lib.challenge.pool import publish_challenge_pool
+        from tasks_lib.challenge.pool import publish_challenge_pool, publish_prepared_pool
 
         if len(request.tasks) != 1:
             raise InputDataError("--task", "the challenge kit builds one pool per task id; "
                                            "give one")
         task_id = request.tasks[0]
-        if request.pool_id not in (None, task_id) or request.options:
+        if request.pool_id not in (None, task_id) or set(request.options) - {"release"}:
             raise InputDataError("--pool-id", "a challenge pool is named by its task id and "
-                                              "takes no other option than --seed")
-        url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(
-            task_id, request.out, request.seed or 0)
+                                              "takes no other option than --seed (or --from)")
+        release = request.option("release")
+        if release is not None:
+            url, manifest = task(name="publish-prepared-pool")(publish_prepared_pool)(
+                task_id, Path(str(release)), request.out)
+        else:
+            url, manifest = task(name="publish-challenge-pool")(publish_challenge_pool)(
+                task_id, request.out, request.seed or 0)
         return BuiltPool(url, manifest, len(manifest.cases))
 
     def environment(self, card: TaskSpec, pool_dir: Path | None = None) -> Environment:

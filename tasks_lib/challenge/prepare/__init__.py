@@ -1,0 +1,79 @@
+"""``medflows challenge prepare``: an official challenge release → the two splits of a
+challenge pool, split as ReX-MLE's ``prepare.py`` splits it.
+
+The card's family reader (:func:`~.readers.reader_for`) finds and checks the release's cases
+(every refusal names the file, before anything is written); the sorted case ids are split 80/20
+as ReX-MLE does (:func:`~.layout.rexmle_split`); each split is written in the folders a
+synthetic case has (:class:`PreparedSplit`: inputs, answers in the card's submission layout,
+the answers as a submission, a format example), so the pool writer takes it unchanged
+(:func:`tasks_lib.challenge.pool.publish_prepared_pool`).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+from pydantic import Field
+
+from tasks_lib.challenge.card import layout as card_layout
+from tasks_lib.challenge.format_example import write_format_example
+from tasks_lib.challenge.prepare.layout import ReleaseCase, rexmle_split
+from tasks_lib.challenge.prepare.readers import FamilyReader, reader_for
+from tasks_lib.domain import Frozen
+from tasks_lib.taskspec import TaskSpec
+
+ORIGIN = "official release: "
+"""Prefix of a prepared case's ``origin`` in the pool manifest (what marks a pool as real)."""
+
+
+class PreparedSplit(Frozen):
+    """One split of a prepared release, in the folders of a synthetic case."""
+
+    challenge: str = Field(description="Challenge id (the card's task_id).")
+    case_ids: list[str] = Field(description="Ids of the split's cases, in order.")
+    public_dir: Path = Field(description="images/: the inputs under their pool names.")
+    private_dir: Path = Field(description="test_labels.csv and the label files it names.")
+    sample_submission_dir: Path = Field(description="A format example of the answers.")
+    perfect_submission_dir: Path = Field(description="The answers as a submission folder.")
+    origins: dict[str, str] = Field(description="Case id → the release file of its answer.")
+
+
+def _perfect(private: Path, out: Path) -> Path:
+    """The answers as a submission (the table renamed; label files under ``predictions/``)."""
+    shutil.copytree(private, out)
+    (out / "test_labels.csv").rename(out / "submission.csv")
+    return out
+
+
+def write_split(card: TaskSpec, reader: FamilyReader, cases: list[ReleaseCase], root: Path,
+                out: Path) -> PreparedSplit:
+    """Write ``cases`` as one split under ``out`` (replaced)."""
+    if out.exists():
+        shutil.rmtree(out)
+    public, private = out / "public", out / "private"
+    private.mkdir(parents=True)
+    id_column = card_layout(card).id_column
+    rows = []
+    for case in cases:
+        reader.write_inputs(card, case, public / "images")
+        rows.append({id_column: case.case_id, **reader.answer(card, case, private, "labels")})
+    pd.DataFrame(rows).to_csv(private / "test_labels.csv", index=False)
+    perfect = _perfect(private, out / "perfect_submission")
+    sample = write_format_example(card, perfect, out / "sample_submission")
+    return PreparedSplit(challenge=card.task_id, case_ids=[c.case_id for c in cases],
+                         public_dir=public, private_dir=private, sample_submission_dir=sample,
+                         perfect_submission_dir=perfect,
+                         origins={c.case_id: ORIGIN + c.label.relative_to(root).as_posix()
+                                  for c in cases})
+
+
+def prepare_release(card: TaskSpec, root: Path, work: Path) -> tuple[PreparedSplit,
+                                                                     PreparedSplit]:
+    """The release under ``root`` as (test, train) splits written under ``work``."""
+    reader = reader_for(card.task_id)
+    cases = {c.case_id: c for c in reader.cases(card, root)}
+    train, test = rexmle_split(list(cases), root)
+    return (write_split(card, reader, [cases[i] for i in test], root, work / "test"),
+            write_split(card, reader, [cases[i] for i in train], root, work / "train"))

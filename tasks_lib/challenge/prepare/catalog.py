@@ -1,0 +1,9 @@
+"""The one place the release readers are imported (each module registers its family in
+:data:`~tasks_lib.challenge.prepare.readers.READERS`)."""
+
+from __future__ import annotations
+
+
+def load_readers() -> None:
+    """Import every family's reader module (idempotent)."""
+    from tasks_lib.challenge.prepare import topcow  # noqa: F401

@@ -1,0 +1,122 @@
+"""The release readers: one per challenge family, registered in :data:`READERS` (imported in
+one place, :mod:`tasks_lib.challenge.prepare.catalog`).
+
+A reader holds its cards' :class:`~.layout.ReleaseLayout` (data) and three behaviours whose
+defaults fit a segmentation release: find the cases (:func:`~.layout.find_cases`), copy the
+inputs into the pool's ``images/``, and write one case's answer in the card's submission layout
+(a label map checked against the label map and the image grid, copied or converted to the
+card's file format).
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from evaluators.registry import Registry
+from tasks_lib.challenge.card import layout as card_layout
+from tasks_lib.challenge.files import declared_shape, load_case
+from tasks_lib.challenge.prepare.catalog import load_readers
+from tasks_lib.challenge.prepare.layout import (
+    ReleaseCase,
+    ReleaseLayout,
+    check_label_values,
+    extension,
+    find_cases,
+)
+from tasks_lib.challenge.synthetic import SUFFIX, write_file
+from tasks_lib.errors import InputDataError
+from tasks_lib.sources import FileFormat
+from tasks_lib.taskspec import TaskSpec
+
+_FORMATS = {".nii.gz": FileFormat.NIFTI, ".nii": FileFormat.NIFTI, ".png": FileFormat.PNG,
+            ".tif": FileFormat.TIFF, ".tiff": FileFormat.TIFF, ".json": FileFormat.JSON,
+            ".npy": FileFormat.NPY}
+
+
+def read_array(path: Path) -> tuple[np.ndarray, tuple[float, ...]]:
+    """A release file's array and voxel spacing (mm), by its extension."""
+    fmt = _FORMATS.get(extension(path.name))
+    if fmt is None or fmt is FileFormat.JSON:
+        raise InputDataError(str(path), f"not an image format medflows reads "
+                                        f"({', '.join(_FORMATS)})")
+    try:
+        array, spacing = load_case(path, fmt)
+    except (OSError, ValueError) as exc:
+        raise InputDataError(str(path), f"unreadable: {exc}") from None
+    return np.asarray(array), spacing
+
+
+class FamilyReader:
+    """A challenge family's release reader: its name and its cards' release layouts."""
+
+    def __init__(self, family: str, layouts: dict[str, ReleaseLayout]) -> None:
+        self.family, self.layouts = family, layouts
+
+    def release(self, card: TaskSpec) -> ReleaseLayout:
+        """The layout of ``card``'s release."""
+        return self.layouts[card.task_id]
+
+    def cases(self, card: TaskSpec, root: Path) -> list[ReleaseCase]:
+        """The release's cases (checked), sorted by id."""
+        return find_cases(root, self.release(card))
+
+    def input_names(self, card: TaskSpec, case: ReleaseCase) -> dict[str, str]:
+        """Pool file name of each input of ``case``."""
+        one = len(case.inputs) == 1
+        return {ch: f"{case.case_id}{'' if one else '_' + ch}{extension(p.name)}"
+                for ch, p in case.inputs.items()}
+
+    def write_inputs(self, card: TaskSpec, case: ReleaseCase, images: Path) -> None:
+        """Copy the case's inputs into ``images/`` (pool names: :meth:`input_names`)."""
+        images.mkdir(parents=True, exist_ok=True)
+        for ch, name in self.input_names(card, case).items():
+            shutil.copyfile(case.inputs[ch], images / name)
+
+    def answer(self, card: TaskSpec, case: ReleaseCase, folder: Path,
+               sub: str) -> dict[str, Any]:
+        """Write the case's answer under ``folder/sub`` and return its table row (without the
+        id): a label map, checked, in the card's file format."""
+        sub_layout = card_layout(card)
+        if sub_layout.file_column is None or sub_layout.file_format is None:
+            raise NotImplementedError(f"{self.family}: {card.task_id} needs its own answer()")
+        array, spacing = read_array(case.label)
+        check_label_values(case.label, array, self.release(card))
+        _same_grid(case, array)
+        rel = f"{sub}/{case.case_id}{SUFFIX[sub_layout.file_format]}"
+        dst = folder / rel
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        if extension(case.label.name) == SUFFIX[sub_layout.file_format]:
+            shutil.copyfile(case.label, dst)
+        else:
+            write_file(dst, sub_layout.file_format, array, spacing)
+        return {sub_layout.file_column: rel}
+
+
+def _same_grid(case: ReleaseCase, label: np.ndarray) -> None:
+    """A label map must have its (first) image's grid."""
+    image = next(iter(case.inputs.values()))
+    fmt = _FORMATS.get(extension(image.name))
+    shape = declared_shape(image, fmt) if fmt is not None else None
+    if shape is not None and tuple(shape[: label.ndim]) != label.shape:
+        raise InputDataError(str(case.label), f"label shape {label.shape} differs from its "
+                                              f"image {image.name} {tuple(shape)}")
+
+
+READERS: Registry[FamilyReader] = Registry("release reader")
+"""Family name → its reader (the entries: :mod:`tasks_lib.challenge.prepare.catalog`)."""
+READERS.load_with(load_readers)
+
+
+def reader_for(challenge: str) -> FamilyReader:
+    """The reader of a card's family (a card without one fails with the cards that have one)."""
+    for name in READERS:
+        reader = READERS.get(name)
+        if challenge in reader.layouts:
+            return reader
+    known = sorted(c for n in READERS for c in READERS.get(n).layouts)
+    raise InputDataError("--task", f"no release reader for {challenge!r} yet; prepared "
+                                   f"challenges: {', '.join(known)}")
