@@ -86,9 +86,11 @@ def construct_qa(
 
 @flow(name="construct-imaging", flow_run_name="construct-imaging-{task_id}", log_prints=True)
 def construct_imaging(task_id: str, out: str | None = None, audit_override: str | None = None,
-                      from_dir: str | None = None, track: str | None = None) -> str:
+                      from_dir: str | None = None, track: str | None = None,
+                      layout: str | None = None) -> str:
     """Build an imaging task's pool: ingest (render a shipped card's cases, or read the user's
-    folder ``from_dir`` as a ``track`` task) → validate → de-identify → write (vN) → sample
+    folder ``from_dir`` as a ``track`` task, a public release in its ``layout``, or the user's
+    download of a public-release card) → validate → de-identify → write (vN) → sample
     submission (the track kit's :meth:`~tasks_lib.imaging.kit.ImagingKit.build`) → exploit
     audit → ledger (publish; an unclean audit stops here unless ``audit_override`` gives a
     reason). Both kinds of task take the same steps after ingest. Returns the URL of the pool
@@ -97,9 +99,9 @@ def construct_imaging(task_id: str, out: str | None = None, audit_override: str 
     from tasks_lib.imaging.registry import imaging_kit
     from tasks_lib.imaging.types import PoolManifest
 
-    kit = imaging_kit(load_task(task_id).track if from_dir is None else Track(track or ""))
-    built = kit.build(BuildRequest(tasks=[task_id], out=out,
-                                   options={} if from_dir is None else {"from_dir": from_dir}))
+    kit = imaging_kit(Track(track) if from_dir and track else load_task(task_id).track)
+    options = {k: v for k, v in (("from_dir", from_dir), ("layout", layout)) if v is not None}
+    built = kit.build(BuildRequest(tasks=[task_id], out=out, options=options))
     m = built.manifest
     assert isinstance(m, PoolManifest)
     publish_version(built.url, m, audit_override, built.n_items)

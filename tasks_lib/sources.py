@@ -151,6 +151,11 @@ class ChallengeSource(Frozen):
     submission: SubmissionLayout = Field(description="Submission folder layout.")
 
 
+ReleaseLayout = Literal["msd", "nnunetv2"]
+"""Folder layouts of public segmentation releases medflows reads (docs/imaging.md, "Bringing
+the public releases"): the Medical Segmentation Decathlon's and nnU-Net v2's raw dataset."""
+
+
 class ImageFolderSource(Frozen):
     """A user's folder of images with labels (``medflows pool build imaging --from DIR``; the
     folder convention is in docs/imaging.md)."""
@@ -164,6 +169,29 @@ class ImageFolderSource(Frozen):
                                     description="Detection/VQA/report class id → name.")
     spacing: list[float] | None = Field(
         default=None, description="Voxel size (mm) per array axis of PNG/TIFF images.")
+    layout: ReleaseLayout | None = Field(
+        default=None, description="The public release layout the folder was read in "
+        "(``--layout``); None: the folder convention of docs/imaging.md.")
+    channels: list[str] = Field(default_factory=list, description="Image channel names in "
+                                "order (a release's modality/channel_names); one entry per "
+                                "channel on the image's last axis.")
+
+
+class PublicReleaseSource(Frozen):
+    """A public release the user downloads and brings (``medflows pool build imaging --task T
+    --from DIR``): medflows ships none of its data, only where to get it, its layout and the
+    labels and channels the card expects of it."""
+
+    kind: Literal["public_release"] = Field(description="Source type discriminator.")
+    release: str = Field(description="The release by its published name (and task or version).")
+    url: str = Field(description="Where it is downloaded from.")
+    access: str = Field(description="What a user must do to get it (registration, licence).")
+    layout: ReleaseLayout = Field(description="Layout of the downloaded folder (``--layout``).")
+    modality: str = Field(description="Imaging modality.")
+    channels: list[str] = Field(min_length=1, description="Image channel names in the release's "
+                                "order (its dataset.json's modality/channel_names).")
+    labels: dict[int, str] = Field(min_length=1, description="Label value → name the release's "
+                                   "dataset.json must declare (0 = background, not listed).")
 
 
 class MedBenchSource(Frozen):
@@ -212,7 +240,8 @@ class GeneratedSource(Frozen):
 
 Source = Annotated[
     QASource | MNITissueSource | LowDoseCTSource | KSpaceSuperResSource | LesionSliceSource
-    | ChallengeSource | ImageFolderSource | MedBenchSource | RWEStudySource | GeneratedSource,
+    | ChallengeSource | ImageFolderSource | PublicReleaseSource | MedBenchSource | RWEStudySource
+    | GeneratedSource,
     Field(discriminator="kind"),
 ]
 """Every kind of task source; ``kind`` selects the model."""

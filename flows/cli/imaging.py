@@ -48,9 +48,15 @@ def build_imaging(
     task: str = typer.Option(None, "--task", help="Shipped imaging task id (see "
                                                   "datasets/<track>/)."),
     from_dir: Path = typer.Option(None, "--from", help="Your folder of images and labels "
-                                  "(layout: docs/imaging.md, 'Bring your own data')."),
+                                  "(layout: docs/imaging.md, 'Bring your own data'), or your "
+                                  "download of a public release (with --layout, or with "
+                                  "--task naming a public-release card)."),
     track: str = typer.Option(None, "--track", help="With --from: segmentation | detection | "
-                                                    "vqa | report_generation."),
+                                                    "vqa | report_generation (with --layout: "
+                                                    "segmentation, the default)."),
+    layout: str = typer.Option(None, "--layout", help="With --from: the folder is a public "
+                               "release in this layout: msd | nnunetv2 (docs/imaging.md, "
+                               "'Bringing the public releases')."),
     task_id: str = typer.Option(None, "--task-id", help="With --from: the task id (default: "
                                                         "the folder's name)."),
     out: str = typer.Option(None, help="Pool root folder/URL (default: pools/<task>/vN in the "
@@ -67,16 +73,19 @@ def build_imaging(
     from flows.construct import construct_imaging
     from tasks_lib.imaging.pool import load_task, read_manifest
 
-    if (task is None) == (from_dir is None):
-        raise InputDataError("--task/--from", "give exactly one: a shipped task id or a folder")
+    if task is None and from_dir is None:
+        raise InputDataError("--task/--from", "give a shipped task id or a folder")
     if from_dir is None:
-        if track or task_id:
-            raise InputDataError("--track/--task-id", "only with --from (a shipped card names "
-                                                      "its own)")
-        load_task(task)
+        if track or task_id or layout:
+            raise InputDataError("--track/--task-id/--layout", "only with --from (a shipped "
+                                                               "card names its own)")
+        from tasks_lib.imaging.dataset import require_generated
+
+        require_generated(load_task(task))
         manifest = construct_imaging(task, location(out) if out else None, audit_override)
     else:
-        manifest = _build_from_folder(from_dir, track, task_id, out, audit_override)
+        manifest = _build_from_folder(from_dir, track, _folder_task(task, task_id, layout),
+                                      layout, out, audit_override)
     m = read_manifest(manifest.removesuffix("/manifest.json"))
     summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
                                   "version": m.version, "n_cases": len(m.cases),
@@ -89,24 +98,45 @@ def build_imaging(
     echo_json(summary)
 
 
-def _build_from_folder(folder: Path, track: str | None, task_id: str | None, out: str | None,
-                       audit_override: str | None) -> str:
+def _folder_task(task: str | None, task_id: str | None, layout: str | None) -> str | None:
+    """The task id of a ``--from`` build: ``--task`` only for a public-release card (the folder
+    is the user's download of it), else ``--task-id`` (default: the folder's name)."""
+    from tasks_lib.imaging.dataset import release_card
+
+    if task is None:
+        return task_id
+    if task_id is not None:
+        raise InputDataError("--task/--task-id", "give one: --task names a public-release card, "
+                                                 "--task-id your folder's task")
+    if release_card(task, layout) is None:
+        raise InputDataError("--task", f"{task} is generated from its card, not built from a "
+                                       "folder; drop --from (or use --task-id for your own "
+                                       "folder's task)")
+    return task
+
+
+def _build_from_folder(folder: Path, track: str | None, task_id: str | None,
+                       layout: str | None, out: str | None, audit_override: str | None) -> str:
     """Check the folder in full here (one error line, no flow, nothing written), then run
     construct, whose ingest and validate steps read it again."""
     from flows.construct import construct_imaging
     from tasks_lib.imaging.checks import check_rendered
-    from tasks_lib.imaging.dataset import folder_card, folder_tracks
-    from tasks_lib.imaging.ingest import ingest_folder
+    from tasks_lib.imaging.dataset import folder_task_card, folder_tracks, release_card
+    from tasks_lib.imaging.ingest import ingest_card
+    from tasks_lib.imaging.releases import RELEASE_TRACK, as_layout
 
+    shipped = release_card(task_id, layout) if task_id else None
+    if track is None and (layout is not None or shipped is not None):
+        track = (shipped.track if shipped else RELEASE_TRACK).value
     names = [t.value for t in folder_tracks()]
     if track not in names:
         raise InputDataError("--track", f"{track!r}: a folder is ingested as one of "
                                         f"{', '.join(names)}")
     root = folder.resolve()
-    card = folder_card(root, Track(track), task_id)
-    check_rendered(card.track, ingest_folder(root, card.track))
+    card = folder_task_card(root, Track(track), task_id, as_layout(layout))
+    check_rendered(card.track, ingest_card(card, root))
     return construct_imaging(card.task_id, location(out) if out else None, audit_override,
-                             from_dir=str(root), track=track)
+                             from_dir=str(root), track=card.track.value, layout=layout)
 
 
 @score_app.command("submission")

@@ -118,6 +118,7 @@ def _array_case(kind: BaselineKind, m: PoolManifest, pool: Storage, c: CaseEntry
            if seg else codecs.npy_load(_public(pool, c.image)).astype(np.float64))
     if seg:
         labels = m.labels or [1]
+        img = img[..., 0] if img.ndim == 4 else img  # a release's channels last: the first
         lab = {BaselineKind.EMPTY: np.zeros(img.shape, np.uint8),
                BaselineKind.CONSTANT: np.full(img.shape, min(labels), np.uint8)}.get(kind)
         return codecs.nifti_bytes(kmeans_segmentation(img, labels) if lab is None else lab,

@@ -70,10 +70,14 @@ def check_label_map_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> 
     """One image/label-map pair (see the module docstring)."""
     img, ref = files.volume(c.image), files.volume(c.reference)
     name, ref_name = files.name(c.image), files.name(c.reference)
-    if img.array.shape != ref.array.shape:
+    grid = img.array.shape[:3] if img.array.ndim == 4 else img.array.shape  # channels last
+    if ref.array.ndim != 3:
+        raise InputDataError(ref_name, f"a label map is a 3-D volume, got shape "
+                                       f"{_shape(ref.array.shape)}")
+    if grid != ref.array.shape:
         raise InputDataError(ref_name, f"grid mismatch: label map {_shape(ref.array.shape)}, "
-                                       f"image {_shape(img.array.shape)} ({name})")
-    if list(img.array.shape) != list(c.shape):
+                                       f"image {_shape(grid)} ({name})")
+    if list(grid) != list(c.shape):
         raise ValueError(f"{c.case_id}: manifest shape {c.shape} is not the image's")
     sp, ref_sp = spacing_of(img.affine), spacing_of(ref.affine)
     if not np.allclose(sp, ref_sp, atol=AFFINE_TOL_MM, rtol=0):
@@ -86,10 +90,10 @@ def check_label_map_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> 
         raise ValueError(f"{c.case_id}: manifest spacing {c.spacing} is not the image's {sp}")
     if img.array.dtype.kind == "f" and not np.all(np.isfinite(img.array)):
         raise InputDataError(name, "the image holds NaN or infinite values")
-    _check_labels(ref.array, rendered.labels, ref_name)
+    _check_labels(ref.array, rendered.labels, ref_name, rendered.declared_in)
 
 
-def _check_labels(arr: NDArray[Any], labels: list[int], name: str) -> None:
+def _check_labels(arr: NDArray[Any], labels: list[int], name: str, declared_in: str) -> None:
     values = np.unique(arr)
     allowed = np.asarray([0, *labels])
     unknown = values[~np.isin(values, allowed)]
@@ -97,7 +101,7 @@ def _check_labels(arr: NDArray[Any], labels: list[int], name: str) -> None:
         shown = ", ".join(f"{v:g}" for v in unknown[:10].tolist())
         raise InputDataError(name, f"label values {shown} are not in the declared labels "
                                    f"{', '.join(map(str, labels))} (0 = background; declare "
-                                   "labels in dataset.yaml)")
+                                   f"labels in {declared_in})")
 
 
 def check_boxes_case(files: CaseFiles, c: CaseEntry, rendered: Rendered) -> None:

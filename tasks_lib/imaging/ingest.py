@@ -47,7 +47,9 @@ from tasks_lib.imaging.readers import (
 )
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, Visibility
+from tasks_lib.sources import ImageFolderSource, PublicReleaseSource
 from tasks_lib.submission_limits import DEFAULT_LIMITS, csv_table, loads_json
+from tasks_lib.taskspec import TaskSpec
 
 PUB, PRIV = Visibility.PUBLIC, Visibility.PRIVATE
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -116,12 +118,20 @@ def _pair_files(root: Path, images: dict[str, Path], suffixes: tuple[str, ...],
     return found
 
 
-def _nifti_file(vol: Volume) -> bytes:
+def nifti_volume_bytes(vol: Volume) -> bytes:
+    """A volume as the gzip-compressed NIfTI-1 bytes a pool stores (units mm)."""
     import nibabel as nib
 
     img: Any = nib.Nifti1Image(vol.array, vol.affine)  # type: ignore[no-untyped-call]
     img.header.set_xyzt_units("mm")
     return gzip.compress(img.to_bytes(), mtime=0)
+
+
+def nifti_file(path: Path, rel: str) -> tuple[Volume, bytes]:
+    """A user's NIfTI file as a volume and the bytes to store (gzip-compressed if plain)."""
+    data = read_bytes(path, rel)
+    vol = read_nifti(data, rel)
+    return vol, data if data[:2] == b"\x1f\x8b" else gzip.compress(data, mtime=0)
 
 
 def _volume(path: Path, rel: str, cfg: DatasetConfig, removed: Counter[str],
@@ -132,17 +142,17 @@ def _volume(path: Path, rel: str, cfg: DatasetConfig, removed: Counter[str],
         from tasks_lib.imaging.dicom_series import read_series
 
         vol, n = read_series(path, rel, removed)
-        return vol, _nifti_file(vol), n
-    data = read_bytes(path, rel)
+        return vol, nifti_volume_bytes(vol), n
     if path.name.lower().endswith(NIFTI_SUFFIXES):
-        vol = read_nifti(data, rel)
+        vol, data = nifti_file(path, rel)
         if vol.array.ndim != 3:
             raise InputDataError(rel, f"a 3D volume is expected, got shape {list(vol.array.shape)}"
-                                      " (give 2D images as PNG/TIFF)")
-        return vol, data if data[:2] == b"\x1f\x8b" else gzip.compress(data, mtime=0), 0
-    arr = read_raster(data, rel, rgb=not label)
+                                      " (give 2D images as PNG/TIFF; a multi-channel release "
+                                      "with --layout, see docs/imaging.md)")
+        return vol, data, 0
+    arr = read_raster(read_bytes(path, rel), rel, rgb=not label)
     vol = Volume(arr[..., None], raster_affine(cfg.spacing))
-    return vol, _nifti_file(vol), 0
+    return vol, nifti_volume_bytes(vol), 0
 
 
 def read_segmentation(root: Path, cfg: DatasetConfig) -> Rendered:
@@ -300,8 +310,27 @@ def _text_track(root: Path, cfg: DatasetConfig, table: TextTable) -> Rendered:
     return Rendered(cases, arts, [], dict(sorted(cfg.classes.items())), sources)
 
 
-def ingest_folder(root: Path, track: Track) -> Rendered:
+def ingest_folder(root: Path, track: Track, layout: str | None = None,
+                  release: PublicReleaseSource | None = None) -> Rendered:
     """Read a user's folder into pool files with the reader of ``track``'s kit (see the module
-    docstring); checks of grids, spacings and label sets are the validate step's
-    (:mod:`tasks_lib.imaging.checks`)."""
-    return folder_layout(track).read(root, read_config(root))
+    docstring), or a public release in its ``layout`` (:mod:`tasks_lib.imaging.releases`; with
+    ``release``, the one a shipped card names); checks of grids, spacings and label sets are
+    the validate step's (:mod:`tasks_lib.imaging.checks`)."""
+    if layout is None:
+        return folder_layout(track).read(root, read_config(root))
+    if not folder_layout(track).label_maps:
+        raise InputDataError("--layout", f"the release layouts hold label maps; {track.value} "
+                                         "is not a label-map track")
+    from tasks_lib.imaging.releases import read_release
+
+    return read_release(root, layout, release)
+
+
+def ingest_card(card: TaskSpec, root: Path) -> Rendered:
+    """Ingest the folder a card is built from: a public release card's download, or a user's
+    folder (in the layout its card records)."""
+    src = card.source
+    if isinstance(src, PublicReleaseSource):
+        return ingest_folder(root, card.track, src.layout, src)
+    return ingest_folder(root, card.track, src.layout if isinstance(src, ImageFolderSource)
+                         else None)

@@ -147,10 +147,12 @@ class ImagingKit(TrackKit):
     def build(self, request: BuildRequest) -> BuiltPool:
         """Construct's front part for one task (``request.tasks``: its id): ingest (render the
         shipped card's cases, or read the user's folder ``options["from_dir"]`` as a task of
-        this track) → validate → de-identify → write vN → the public sample submission. The
-        pool is named by the task id; the card's source holds the seed."""
+        this track, or a public release in ``options["layout"]``, or the user's download of a
+        public-release card) → validate → de-identify → write vN → the public sample
+        submission. The pool is named by the task id; the card's source holds the seed."""
         from tasks_lib.imaging import steps
-        from tasks_lib.imaging.dataset import folder_card
+        from tasks_lib.imaging.dataset import folder_task_card, require_generated
+        from tasks_lib.imaging.releases import as_layout
 
         if len(request.tasks) != 1:
             raise InputDataError("--task", f"the {self.track.value} kit builds one pool per "
@@ -159,16 +161,18 @@ class ImagingKit(TrackKit):
         if request.pool_id not in (None, task_id) or request.seed is not None:
             raise InputDataError("--pool-id/--seed", "an imaging pool is named by its task id "
                                                      "and seeded by its card")
-        unknown = sorted(set(request.options) - {"from_dir"})
+        unknown = sorted(set(request.options) - {"from_dir", "layout"})
         if unknown:
             raise InputDataError(", ".join(unknown), f"not a {self.track.value} build option "
-                                                     "(it takes from_dir)")
-        from_dir = request.option("from_dir")
+                                                     "(it takes from_dir, layout)")
+        from_dir, layout = request.option("from_dir"), request.option("layout")
         if from_dir is None:
             card = load_task(task_id)
+            require_generated(card)
             rendered = steps.render(card)
         else:
-            card = folder_card(Path(str(from_dir)), self.track, task_id)
+            card = folder_task_card(Path(str(from_dir)), self.track, task_id,
+                                    as_layout(layout))
             rendered = steps.ingest(card, str(from_dir))
         if card.track is not self.track:
             raise InputDataError(task_id, f"a {card.track.value} task, not {self.track.value}")

@@ -40,6 +40,8 @@ class Rendered(NamedTuple):
     deid: DeidRecord | None = None
     """What ingest removed from DICOM slices on the way in (folded into the pool's
     de-identification record)."""
+    declared_in: str = "dataset.yaml"
+    """The user's file that declares the labels and classes (named when a value is not)."""
 
 
 Renderer = Callable[[TaskSpec], Rendered]

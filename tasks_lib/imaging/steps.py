@@ -41,11 +41,11 @@ def render(card: TaskSpec) -> render_mod.Rendered:
 
 @task(task_run_name="ingest-{card.task_id}")
 def ingest(card: TaskSpec, folder: str) -> render_mod.Rendered:
-    """Read a user's folder of images and labels into pool files (ingest; DICOM slices are
-    de-identified as they are read)."""
-    from tasks_lib.imaging.ingest import ingest_folder
+    """Read a user's folder of images and labels, or a public release in its layout, into pool
+    files (ingest; DICOM slices are de-identified as they are read)."""
+    from tasks_lib.imaging.ingest import ingest_card
 
-    return ingest_folder(Path(folder), card.track)
+    return ingest_card(card, Path(folder))
 
 
 @task(task_run_name="validate-{card.task_id}")
