@@ -2,7 +2,7 @@
 
 A :class:`ReleaseLayout` names the files of one case with templates relative to the release
 folder: ``{id}`` is the case id (the same in every template of a case), ``*`` any part of one
-path segment and ``**/`` any number of folders, e.g. TopCoW's
+path segment, ``[fF]`` one of the characters and ``**/`` any number of folders, e.g. TopCoW's
 ``imagesTr/topcow_ct_{id}_0000.nii.gz`` with its label ``cow_seg_labelsTr/topcow_ct_{id}.nii.gz``.
 :func:`find_cases` lists the cases of the first input template and checks the rest: a missing
 folder or file, a file of the wrong extension, an image without its label all fail with an
@@ -34,6 +34,9 @@ class ReleaseLayout(Frozen):
     label_values: dict[int, str] = Field(default_factory=dict, description="Label map of a "
                                          "mask label (value → name); a value outside it is "
                                          "refused. Empty: not a mask, or not checked.")
+    sidecars: list[str] = Field(default_factory=list, description="Extensions of files "
+                                "beside the inputs that are not read (BIDS ``.json``), so not "
+                                "refused as a wrong extension.")
     terms: str = Field(description="Where the release is downloaded and its data terms.")
 
 
@@ -56,8 +59,10 @@ def _regex(template: str, any_extension: bool = False) -> re.Pattern[str]:
     once, then back-referenced)."""
     out, seen = [], False
     body = template[: -len(extension(template))] if any_extension else template
-    for part in re.split(r"(\{id\}|\*\*/|\*)", body):
-        if part == "{id}":
+    for part in re.split(r"(\{id\}|\*\*/|\*|\[[^\]/]+\])", body):
+        if part.startswith("[") and part.endswith("]"):
+            out.append(part)
+        elif part == "{id}":
             out.append("(?P=id)" if seen else "(?P<id>[^/]+?)")
             seen = True
         elif part == "**/":
@@ -69,12 +74,16 @@ def _regex(template: str, any_extension: bool = False) -> re.Pattern[str]:
     return re.compile("".join(out) + (r"\.[^/]+" if any_extension else ""))
 
 
+def _wild(pattern: str) -> bool:
+    return "*" in pattern or "[" in pattern
+
+
 def _fixed_dir(template: str) -> str:
     """The template's leading folders without any wildcard or id ('' = the release root)."""
     parts = template.split("/")[:-1]
     fixed = []
     for part in parts:
-        if "{id}" in part or "*" in part:
+        if "{id}" in part or _wild(part):
             break
         fixed.append(part)
     return "/".join(fixed)
@@ -87,13 +96,17 @@ def _check_folder(root: Path, template: str) -> None:
                                           f"{template}")
 
 
-def _wrong_extensions(root: Path, template: str) -> None:
-    """Refuse a file that fits the template except for its extension."""
+def _wrong_extensions(root: Path, template: str, sidecars: list[str]) -> None:
+    """Refuse a file that fits the template except for its extension, when no file of the
+    right extension is beside it (a sidecar such as BIDS's ``.json`` is not refused)."""
     exact, loose = _regex(template), _regex(template, any_extension=True)
+    want = extension(template)
     folder = root / _fixed_dir(template)
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(root).as_posix()
-        if path.is_file() and loose.fullmatch(rel) and not exact.fullmatch(rel):
+        sibling = path.with_name(path.name[: len(path.name) - len(extension(path.name))] + want)
+        if path.is_file() and loose.fullmatch(rel) and not exact.fullmatch(rel) \
+                and not sibling.is_file() and extension(path.name) not in sidecars:
             raise InputDataError(str(path), f"wrong extension {extension(path.name)!r}: the "
                                             f"official release names it {template} "
                                             f"({extension(template)})")
@@ -102,7 +115,7 @@ def _wrong_extensions(root: Path, template: str) -> None:
 def _one(root: Path, template: str, case_id: str, what: str) -> Path:
     """The single file of ``template`` for ``case_id`` (an error names the expected path)."""
     pattern = template.replace("{id}", case_id)
-    if "*" not in pattern:
+    if not _wild(pattern):
         path = root / pattern
         if not path.is_file():
             raise InputDataError(str(path), f"missing: the {what} of case {case_id} (official "
@@ -122,7 +135,7 @@ def find_cases(root: Path, layout: ReleaseLayout) -> list[ReleaseCase]:
     templates = [*layout.inputs.values(), layout.label]
     for template in templates:
         _check_folder(root, template)
-        _wrong_extensions(root, template)
+        _wrong_extensions(root, template, layout.sidecars)
     (first_channel, first), *_ = layout.inputs.items()
     pattern = _regex(first)
     ids = sorted({m.group("id") for p in root.glob(re.sub(r"\{id\}", "*", first))

@@ -24,12 +24,12 @@ def nifti(path: Path, array: np.ndarray, spacing: tuple[float, ...] = (0.5, 0.5,
 
 def vessels(rng: np.random.Generator, labels: list[int], shape: tuple[int, ...] = SHAPE
             ) -> np.ndarray:
-    """A label map with one short tube per label (straight runs of voxels, seeded)."""
+    """A label map with one short tube per label (a straight run of voxels along x at a seeded
+    offset), the tubes two voxels apart in y and z so no two labels touch."""
     out = np.zeros(shape, dtype=np.uint8)
     for i, label in enumerate(labels):
-        z = 1 + (i % (shape[2] - 2))
+        y, z = 1 + 2 * (i % 5), 1 + 2 * (i // 5)
         x0 = int(rng.integers(1, shape[0] - 6))
-        y = 1 + (i * 3) % (shape[1] - 2)
         out[x0:x0 + 5, y, z] = label
     return out
 
@@ -65,4 +65,45 @@ def topcow(root: Path, ids: tuple[str, ...] = ("001", "002", "003", "004", "005"
                 f"    R-A1:    {bits[3]}\n\n    L-A1:    {bits[0]}\n"
                 f"posterior:\n    L-Pcom:  {bits[4]}\n    L-P1:    {bits[5]}\n"
                 f"    R-P1:    {bits[6]}\n    R-Pcom:  {bits[7]}\n")
+    return root
+
+
+def topbrain(root: Path, ids: tuple[str, ...] = ("001", "002", "003", "004")) -> Path:
+    """``TopBrain_Data_Release_Batches1n2_081425``: ``imagesTr_topbrain_{ct|mr}/
+    topcow_<m>_<id>_0000.nii.gz`` and ``labelsTr_topbrain_{ct|mr}/topcow_<m>_<id>.nii.gz``
+    (TopBrain_Eval_Metrics constants.py label maps: CT 1-40, MR 1-42; side roads 8-10, 25...)."""
+    rng = np.random.default_rng(1)
+    for m, top in (("ct", 40), ("mr", 42)):
+        for n, i in enumerate(ids):
+            nifti(root / f"imagesTr_topbrain_{m}" / f"topcow_{m}_{i}_0000.nii.gz",
+                  rng.normal(size=SHAPE).astype(np.float32))
+            labels = [1, 2, 3, 8, 10, 25, 31, top - n]
+            nifti(root / f"labelsTr_topbrain_{m}" / f"topcow_{m}_{i}.nii.gz",
+                  vessels(rng, labels))
+    return root
+
+
+def isles22(root: Path, n_cases: int = 5, zenodo: bool = True) -> Path:
+    """``ISLES-2022`` in BIDS: ``rawdata/sub-strokecase<n>/ses-0001/{dwi,anat}/`` with
+    ``_dwi``, ``_adc`` and ``_FLAIR`` NIfTI plus their ``.json`` sidecars (the Zenodo release;
+    ``zenodo=False``: flat, ``_flair``, as the isles22 README) and
+    ``derivatives/sub-strokecase<n>/ses-0001/sub-strokecase<n>_ses-0001_msk.nii.gz`` (0/1,
+    DWI's grid, 2 mm voxels)."""
+    rng = np.random.default_rng(2)
+    for n in range(1, n_cases + 1):
+        case = f"sub-strokecase{n:04d}"
+        ses = root / "rawdata" / case / "ses-0001"
+        for channel, sub in (("dwi", "dwi"), ("adc", "dwi"), ("FLAIR", "anat")):
+            name = channel if zenodo else channel.lower()
+            folder = ses / sub if zenodo else ses
+            shape = SHAPE if channel != "FLAIR" else (20, 18, 12)
+            nifti(folder / f"{case}_ses-0001_{name}.nii.gz",
+                  rng.normal(size=shape).astype(np.float32), (2.0, 2.0, 2.0))
+            (folder / f"{case}_ses-0001_{name}.json").write_text("{}")
+        mask = np.zeros(SHAPE, dtype=np.float32)
+        for _ in range(n % 3):
+            x, y, z = (int(v) for v in rng.integers(1, 8, size=3))
+            mask[x:x + 3, y:y + 2, z:z + 2] = 1
+        nifti(root / "derivatives" / case / "ses-0001" / f"{case}_ses-0001_msk.nii.gz", mask,
+              (2.0, 2.0, 2.0))
     return root

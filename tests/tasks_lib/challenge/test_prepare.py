@@ -12,41 +12,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from sklearn.model_selection import train_test_split
 
 from tests.tasks_lib.challenge import replicas
+from tests.tasks_lib.challenge.prepared import broken, perfect_metrics, prepare, refusal, split
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def _prepare(task_id: str, release: Path, out: Path) -> Path:
-    from tasks_lib.challenge.pool import publish_prepared_pool
-
-    url, manifest = publish_prepared_pool(task_id, release, str(out))
-    assert all(c.origin.startswith("official release: ") for c in manifest.cases)
-    return Path(url)
-
-
-def _perfect_metrics(task_id: str, pool: Path, tmp: Path) -> dict[str, float]:
-    """The kit's perfect baseline (the private answers as a submission), graded."""
-    from tasks_lib.challenge.baselines import _perfect
-    from tasks_lib.challenge.card import load_challenge
-    from tasks_lib.challenge.grade import grade_submission
-
-    folder = _perfect(str(pool), tmp / "perfect")
-    metrics, n = grade_submission(load_challenge(task_id), folder, pool / "private")
-    assert n == len(pd.read_csv(pool / "private" / "test_labels.csv"))
-    return metrics
-
-
-def _split(pool: Path, ids: list[str]) -> tuple[list[str], list[str]]:
-    test = pd.read_csv(pool / "private" / "test_labels.csv", dtype=str).iloc[:, 0].tolist()
-    val = pd.read_csv(pool / "public" / "validation" / "reference" / "test_labels.csv",
-                      dtype=str).iloc[:, 0].tolist()
-    train_ref, test_ref = train_test_split(sorted(ids), test_size=0.2, random_state=42,
-                                           shuffle=True)
-    assert (sorted(val), sorted(test)) == (sorted(train_ref), sorted(test_ref))
-    return val, test
 
 
 @pytest.fixture(scope="module")
@@ -72,8 +42,8 @@ def test_topcow_release_prepares_with_rexmle_split(topcow_release: Path, tmp_pat
                                                    track: int, modality: str,
                                                    task: int) -> None:
     task_id = f"topcow-track{track}-task{task}"
-    pool = _prepare(task_id, topcow_release, tmp_path / "v1")
-    val, test = _split(pool, ["001", "002", "003", "004", "005"])
+    pool = prepare(task_id, topcow_release, tmp_path / "v1")
+    val, test = split(pool, ["001", "002", "003", "004", "005"])
     images = sorted(p.name for p in (pool / "public" / "images").iterdir())
     assert images == [f"{i}.nii.gz" for i in sorted(test)]
     src = topcow_release / "imagesTr" / f"topcow_{modality}_{test[0]}_0000.nii.gz"
@@ -82,20 +52,20 @@ def test_topcow_release_prepares_with_rexmle_split(topcow_release: Path, tmp_pat
         [f"{i}.nii.gz" for i in sorted(val)]
     assert not (pool / "public" / "labels").exists()
     assert "Official release" in (pool / "public" / "brief.md").read_text()
-    assert _perfect_metrics(task_id, pool, tmp_path) == TOPCOW_PERFECT[task]
+    assert perfect_metrics(task_id, pool, tmp_path) == TOPCOW_PERFECT[task]
 
 
 def test_topcow_answers_are_the_official_files(topcow_release: Path, tmp_path: Path) -> None:
     """Task 2: the ROI text as the box JSON (size, location); task 3: the yml's edges as
     the card's columns."""
-    pool = _prepare("topcow-track1-task2", topcow_release, tmp_path / "box")
+    pool = prepare("topcow-track1-task2", topcow_release, tmp_path / "box")
     row = pd.read_csv(pool / "private" / "test_labels.csv", dtype=str).iloc[0]
     box = json.loads((pool / "private" / row["predicted_bbox_path"]).read_text())
     txt = (topcow_release / "roi_loc_labelsTr" / f"topcow_ct_{row['image_id']}.txt")
     lines = txt.read_text().splitlines()
     assert box == {"size": [int(v) for v in lines[1].split(":")[1].split()],
                    "location": [int(v) for v in lines[2].split(":")[1].split()]}
-    pool = _prepare("topcow-track2-task3", topcow_release, tmp_path / "edges")
+    pool = prepare("topcow-track2-task3", topcow_release, tmp_path / "edges")
     row = pd.read_csv(pool / "private" / "test_labels.csv", dtype=str).iloc[0]
     import yaml
 
@@ -105,37 +75,21 @@ def test_topcow_answers_are_the_official_files(topcow_release: Path, tmp_path: P
     assert int(row["r_pcom"]) == doc["posterior"]["R-Pcom"]
 
 
-def _broken(release: Path, tmp: Path) -> Path:
-    copy = tmp / "release"
-    shutil.copytree(release, copy)
-    return copy
-
-
-def _refusal(task_id: str, release: Path, tmp: Path) -> str:
-    from tasks_lib.errors import InputDataError
-
-    out = tmp / "pool"
-    with pytest.raises(InputDataError) as err:
-        _prepare(task_id, release, out)
-    assert not out.exists()
-    return str(err.value)
-
-
 def test_topcow_refusals_name_the_file(topcow_release: Path, tmp_path: Path) -> None:
     import nibabel as nib
 
-    rel = _broken(topcow_release, tmp_path)
+    rel = broken(topcow_release, tmp_path)
     shutil.rmtree(rel / "roi_loc_labelsTr")
-    assert _refusal("topcow-track1-task2", rel, tmp_path) == (
+    assert refusal("topcow-track1-task2", rel, tmp_path) == (
         f"{rel / 'roi_loc_labelsTr'}: folder not found; the official release layout has "
         "roi_loc_labelsTr/topcow_ct_{id}.txt")
     (rel / "cow_seg_labelsTr" / "topcow_ct_003.nii.gz").unlink()
-    assert _refusal("topcow-track1-task1", rel, tmp_path) == (
+    assert refusal("topcow-track1-task1", rel, tmp_path) == (
         f"{rel / 'cow_seg_labelsTr' / 'topcow_ct_003.nii.gz'}: missing: the label of case 003 "
         "(official layout: cow_seg_labelsTr/topcow_ct_{id}.nii.gz)")
     (rel / "imagesTr" / "topcow_mr_002_0000.nii.gz").rename(
         rel / "imagesTr" / "topcow_mr_002_0000.mha")
-    assert _refusal("topcow-track2-task1", rel, tmp_path) == (
+    assert refusal("topcow-track2-task1", rel, tmp_path) == (
         f"{rel / 'imagesTr' / 'topcow_mr_002_0000.mha'}: wrong extension '.mha': the official "
         "release names it imagesTr/topcow_mr_{id}_0000.nii.gz (.nii.gz)")
     label = rel / "cow_seg_labelsTr" / "topcow_ct_001.nii.gz"
@@ -144,13 +98,13 @@ def test_topcow_refusals_name_the_file(topcow_release: Path, tmp_path: Path) -> 
     data = np.asarray(nib.load(label).dataobj).copy()
     data[0, 0, 0] = 13
     replicas.nifti(label, data)
-    assert _refusal("topcow-track1-task1", rel, tmp_path) == (
+    assert refusal("topcow-track1-task1", rel, tmp_path) == (
         f"{label}: label value(s) [13] outside the label map (0 Background, 1 BA, 2 R-PCA, "
         "3 L-PCA, 4 R-ICA, 5 R-MCA, 6 L-ICA, 7 L-MCA, 8 R-Pcom, 9 L-Pcom, 10 Acom, 11 R-ACA, "
         "12 L-ACA, 15 3rd-A2)")
     edges = rel / "antpos_edges_labelsTr" / "topcow_ct_004.yml"
     edges.write_text("anterior:\n  Acom: 1\n")
-    assert _refusal("topcow-track1-task3", rel, tmp_path) == (
+    assert refusal("topcow-track1-task3", rel, tmp_path) == (
         f"{edges}: anterior.L-A1 must be 0 or 1, got None")
 
 
@@ -189,7 +143,7 @@ def test_prepare_command_end_to_end(topcow_release: Path, tmp_path: Path) -> Non
 
 
 def test_prepare_command_refuses_a_wrong_layout(topcow_release: Path, tmp_path: Path) -> None:
-    rel = _broken(topcow_release, tmp_path)
+    rel = broken(topcow_release, tmp_path)
     shutil.rmtree(rel / "antpos_edges_labelsTr")
     result = _cli("--task", "topcow-track1-task3", "--from", str(rel), "--out",
                   str(tmp_path / "pool"))
