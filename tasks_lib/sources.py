@@ -192,6 +192,11 @@ class PublicReleaseSource(Frozen):
                                 "order (its dataset.json's modality/channel_names).")
     labels: dict[int, str] = Field(min_length=1, description="Label value → name the release's "
                                    "dataset.json must declare (0 = background, not listed).")
+    n_cases: int | None = Field(default=None, ge=1, description="Take the first N labelled "
+                                "cases (by label file name) that pass ``require_label``; None: "
+                                "every labelled case.")
+    require_label: int | None = Field(default=None, ge=1, description="Take only cases whose "
+                                      "label map holds this value (e.g. tumour-positive cases).")
 
 
 class MedBenchSource(Frozen):

@@ -317,16 +317,37 @@ def _image(root: Path, case: ReleaseCase, channels: list[str]) -> tuple[Volume, 
     return stacked, nifti_volume_bytes(stacked)
 
 
+def _selected(root: Path, release: Release, card: PublicReleaseSource | None
+              ) -> list[tuple[ReleaseCase, bytes]]:
+    """The cases a card takes (every labelled case without a card or a selection) with their
+    label-map bytes: by label file name, those holding ``require_label``, the first
+    ``n_cases`` (AutoMedBench's staging rule); label maps of skipped cases are read, images not."""
+    if card is None or (card.n_cases is None and card.require_label is None):
+        return [(c, nifti_file(root / c.label, c.label)[1]) for c in release.cases]
+    out: list[tuple[ReleaseCase, bytes]] = []
+    for case in sorted(release.cases, key=lambda c: PurePosixPath(c.label).name):
+        vol, data = nifti_file(root / case.label, case.label)
+        if card.require_label is None or bool(np.any(vol.array == card.require_label)):
+            out.append((case, data))
+        if len(out) == card.n_cases:
+            return out
+    if card.n_cases is not None or not out:
+        holding = f" holding label {card.require_label}" if card.require_label else ""
+        raise InputDataError(DATASET_JSON, f"{len(out)} training cases{holding}; the card "
+                                           f"takes {card.n_cases or 1} (a partial download?)")
+    return out
+
+
 def read_release(root: Path, layout: str, card: PublicReleaseSource | None = None) -> Rendered:
     """Read a release into pool files (one image and one label map per labelled case); with
-    ``card``, the release must declare the labels and channels that card expects."""
+    ``card``, the release must declare the labels and channels that card expects, and the
+    card's selection (``n_cases``, ``require_label``) picks the cases."""
     release = release_index(root, layout)
     if card is not None:
         _expect(release, card)
     cases, arts, sources = [], [], dict[str, str]()
-    for case in release.cases:
+    for case, ldata in _selected(root, release, card):
         vol, data = _image(root, case, release.channels)
-        _, ldata = nifti_file(root / case.label, case.label)
         img_key, ref_key = f"inputs/{case.case_id}.nii.gz", f"references/{case.case_id}.nii.gz"
         arts += [Artifact(key=img_key, visibility=Visibility.PUBLIC, data=data),
                  Artifact(key=ref_key, visibility=Visibility.PRIVATE, data=ldata)]

@@ -29,6 +29,7 @@ from tasks_lib.imaging.checks import check_rendered
 from tasks_lib.imaging.dataset import folder_card
 from tasks_lib.imaging.ingest import ingest_folder
 from tasks_lib.imaging.releases import msd_release, nnunet_release, read_release
+from tasks_lib.sources import PublicReleaseSource
 
 AFFINE = np.diag([1.5, 1.5, 2.0, 1.0])
 MSD_BRATS_CHANNELS = ["FLAIR", "T1w", "t1gd", "T2w"]
@@ -258,12 +259,30 @@ def test_public_release_cards_need_the_users_download(tmp_path: Path) -> None:
                    str(tmp_path), "--layout", "nnunetv2")
     assert wrong.exit_code == 2 and "in the msd layout, not nnunetv2" in wrong.stderr
     other = write_nnunet(tmp_path / "Dataset005_Prostate")
-    with pytest.raises(InputDataError, match=r"dataset.json: labels \{1: 'PZ', 2: 'TZ'\} are not "
-                                             r"the KiTS19 .* labels the card expects"):
-        ingest_card(load_task("kidney-tumor-seg"), other)
+    kits = invoke("pool", "build", "imaging", "--task", "kidney-tumor-seg", "--from", str(other),
+                  "--out", str(tmp_path / "pool"))
+    assert kits.exit_code == 2 and not (tmp_path / "pool").exists()
+    assert kits.stderr.strip().splitlines() == [
+        "error: dataset.json: labels {1: 'PZ', 2: 'TZ'} are not the KiTS19 (Kidney Tumor "
+        "Segmentation Challenge 2019), as an nnU-Net v2 raw dataset labels the card expects "
+        "({1: 'kidney', 2: 'tumor'})"]
+    generated = invoke("pool", "build", "imaging", "--task", "brain-tissue-seg", "--from",
+                       str(other))
+    assert generated.exit_code == 2 and "brain-tissue-seg is generated from its card" in \
+        generated.stderr
     card = load_task("liver-tumor-seg")
-    rendered = ingest_card(card, write_msd(tmp_path / "Task03_Liver"))
-    assert rendered.classes == card.source.labels
+    assert isinstance(card.source, PublicReleaseSource)
+    root = write_msd(tmp_path / "Task03_Liver", n_cases=3)
+    with pytest.raises(InputDataError, match=r"^dataset.json: 3 training cases holding label 2; "
+                                             r"the card takes 20 \(a partial download\?\)$"):
+        ingest_card(card, root)
+    no_tumour = _labels(_block(1))
+    _nii(np.where(no_tumour == 2, 1, no_tumour).astype(np.uint8),
+         root / "labelsTr" / "case_001.nii.gz")
+    two = card.model_copy(update={"source": card.source.model_copy(update={"n_cases": 2})})
+    rendered = ingest_card(two, root)
+    assert [c.case_id for c in rendered.cases] == ["case_000", "case_002"]  # case_001: no tumour
+    assert rendered.classes == {1: "liver", 2: "cancer"}
 
 
 @pytest.fixture(scope="module")
