@@ -6,4 +6,4 @@ from __future__ import annotations
 
 def load_readers() -> None:
     """Import every family's reader module (idempotent)."""
-    from tasks_lib.challenge.prepare import isles22, topbrain, topcow  # noqa: F401
+    from tasks_lib.challenge.prepare import isles22, panther, seg_a, topbrain, topcow  # noqa: F401

@@ -34,6 +34,8 @@ class ReleaseLayout(Frozen):
     label_values: dict[int, str] = Field(default_factory=dict, description="Label map of a "
                                          "mask label (value → name); a value outside it is "
                                          "refused. Empty: not a mask, or not checked.")
+    id_pattern: str = Field(default="[^/]+?", description="Regular expression a case id "
+                            "matches (e.g. SEG.A.'s ``[A-Z][0-9]+`` keeps ``D1.seg`` out).")
     sidecars: list[str] = Field(default_factory=list, description="Extensions of files "
                                 "beside the inputs that are not read (BIDS ``.json``), so not "
                                 "refused as a wrong extension.")
@@ -54,7 +56,8 @@ def extension(name: str) -> str:
     return next((e for e in _EXTENSIONS if lower.endswith(e)), Path(name).suffix.lower())
 
 
-def _regex(template: str, any_extension: bool = False) -> re.Pattern[str]:
+def _regex(template: str, id_pattern: str = "[^/]+?",
+           any_extension: bool = False) -> re.Pattern[str]:
     """The template as a regular expression over relative POSIX paths (``{id}`` captured
     once, then back-referenced)."""
     out, seen = [], False
@@ -63,7 +66,7 @@ def _regex(template: str, any_extension: bool = False) -> re.Pattern[str]:
         if part.startswith("[") and part.endswith("]"):
             out.append(part)
         elif part == "{id}":
-            out.append("(?P=id)" if seen else "(?P<id>[^/]+?)")
+            out.append("(?P=id)" if seen else f"(?P<id>{id_pattern})")
             seen = True
         elif part == "**/":
             out.append("(?:[^/]+/)*")
@@ -96,17 +99,19 @@ def _check_folder(root: Path, template: str) -> None:
                                           f"{template}")
 
 
-def _wrong_extensions(root: Path, template: str, sidecars: list[str]) -> None:
-    """Refuse a file that fits the template except for its extension, when no file of the
-    right extension is beside it (a sidecar such as BIDS's ``.json`` is not refused)."""
-    exact, loose = _regex(template), _regex(template, any_extension=True)
+def _wrong_extensions(root: Path, template: str, layout: ReleaseLayout) -> None:
+    """Refuse a file that fits the template except for its extension, when it is no other file
+    of the layout and no file of the right extension is beside it (a sidecar such as BIDS's
+    ``.json`` is not refused)."""
+    exact = [_regex(t, layout.id_pattern) for t in [*layout.inputs.values(), layout.label]]
+    loose = _regex(template, layout.id_pattern, any_extension=True)
     want = extension(template)
     folder = root / _fixed_dir(template)
     for path in sorted(folder.rglob("*")):
         rel = path.relative_to(root).as_posix()
         sibling = path.with_name(path.name[: len(path.name) - len(extension(path.name))] + want)
-        if path.is_file() and loose.fullmatch(rel) and not exact.fullmatch(rel) \
-                and not sibling.is_file() and extension(path.name) not in sidecars:
+        if path.is_file() and loose.fullmatch(rel) and not any(e.fullmatch(rel) for e in exact) \
+                and not sibling.is_file() and extension(path.name) not in layout.sidecars:
             raise InputDataError(str(path), f"wrong extension {extension(path.name)!r}: the "
                                             f"official release names it {template} "
                                             f"({extension(template)})")
@@ -135,9 +140,9 @@ def find_cases(root: Path, layout: ReleaseLayout) -> list[ReleaseCase]:
     templates = [*layout.inputs.values(), layout.label]
     for template in templates:
         _check_folder(root, template)
-        _wrong_extensions(root, template, layout.sidecars)
+        _wrong_extensions(root, template, layout)
     (first_channel, first), *_ = layout.inputs.items()
-    pattern = _regex(first)
+    pattern = _regex(first, layout.id_pattern)
     ids = sorted({m.group("id") for p in root.glob(re.sub(r"\{id\}", "*", first))
                   if p.is_file() and (m := pattern.fullmatch(p.relative_to(root).as_posix()))})
     if not ids:

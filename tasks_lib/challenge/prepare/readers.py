@@ -20,6 +20,7 @@ from evaluators.registry import Registry
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.files import declared_shape, load_case
 from tasks_lib.challenge.prepare.catalog import load_readers
+from tasks_lib.challenge.prepare.itk_files import read_mha, read_nrrd
 from tasks_lib.challenge.prepare.layout import (
     ReleaseCase,
     ReleaseLayout,
@@ -37,12 +38,19 @@ _FORMATS = {".nii.gz": FileFormat.NIFTI, ".nii": FileFormat.NIFTI, ".png": FileF
             ".npy": FileFormat.NPY}
 
 
+_ITK = {".mha": read_mha, ".nrrd": read_nrrd, ".seg.nrrd": read_nrrd}
+"""Release formats read here and written into the pool as NIfTI (:mod:`.itk_files`)."""
+
+
 def read_array(path: Path) -> tuple[np.ndarray, tuple[float, ...]]:
     """A release file's array and voxel spacing (mm), by its extension."""
-    fmt = _FORMATS.get(extension(path.name))
+    ext = extension(path.name)
+    if ext in _ITK:
+        return _ITK[ext](path)
+    fmt = _FORMATS.get(ext)
     if fmt is None or fmt is FileFormat.JSON:
         raise InputDataError(str(path), f"not an image format medflows reads "
-                                        f"({', '.join(_FORMATS)})")
+                                        f"({', '.join([*_FORMATS, *_ITK])})")
     try:
         array, spacing = load_case(path, fmt)
     except (OSError, ValueError) as exc:
@@ -67,14 +75,19 @@ class FamilyReader:
     def input_names(self, card: TaskSpec, case: ReleaseCase) -> dict[str, str]:
         """Pool file name of each input of ``case``."""
         one = len(case.inputs) == 1
-        return {ch: f"{case.case_id}{'' if one else '_' + ch}{extension(p.name)}"
+        return {ch: f"{case.case_id}{'' if one else '_' + ch}{_pool_extension(p)}"
                 for ch, p in case.inputs.items()}
 
     def write_inputs(self, card: TaskSpec, case: ReleaseCase, images: Path) -> None:
-        """Copy the case's inputs into ``images/`` (pool names: :meth:`input_names`)."""
+        """Copy the case's inputs into ``images/`` (pool names: :meth:`input_names`); an ITK
+        file (``.mha``, ``.nrrd``) is written as NIfTI with its grid and spacing."""
         images.mkdir(parents=True, exist_ok=True)
         for ch, name in self.input_names(card, case).items():
-            shutil.copyfile(case.inputs[ch], images / name)
+            src = case.inputs[ch]
+            if extension(src.name) in _ITK:
+                write_file(images / name, FileFormat.NIFTI, *read_array(src))
+            else:
+                shutil.copyfile(src, images / name)
 
     def answer(self, card: TaskSpec, case: ReleaseCase, folder: Path,
                sub: str) -> dict[str, Any]:
@@ -86,21 +99,35 @@ class FamilyReader:
         array, spacing = read_array(case.label)
         check_label_values(case.label, array, self.release(card))
         _same_grid(case, array)
+        kept = self.reference(card, array)
         rel = f"{sub}/{case.case_id}{SUFFIX[sub_layout.file_format]}"
         dst = folder / rel
         dst.parent.mkdir(parents=True, exist_ok=True)
-        if extension(case.label.name) == SUFFIX[sub_layout.file_format]:
+        if kept is array and extension(case.label.name) == SUFFIX[sub_layout.file_format]:
             shutil.copyfile(case.label, dst)
         else:
-            write_file(dst, sub_layout.file_format, array, spacing)
+            write_file(dst, sub_layout.file_format, kept, spacing)
         return {sub_layout.file_column: rel}
+
+    def reference(self, card: TaskSpec, label: np.ndarray) -> np.ndarray:
+        """The reference the card grades, from a checked release label map (default: the map
+        itself, and its file is copied unchanged)."""
+        return label
+
+
+def _pool_extension(path: Path) -> str:
+    """The extension of a release input in the pool (ITK formats become NIfTI)."""
+    ext = extension(path.name)
+    return ".nii.gz" if ext in _ITK else ext
 
 
 def _same_grid(case: ReleaseCase, label: np.ndarray) -> None:
     """A label map must have its (first) image's grid."""
     image = next(iter(case.inputs.values()))
-    fmt = _FORMATS.get(extension(image.name))
-    shape = declared_shape(image, fmt) if fmt is not None else None
+    ext = extension(image.name)
+    fmt = _FORMATS.get(ext)
+    shape = read_array(image)[0].shape if ext in _ITK else (
+        declared_shape(image, fmt) if fmt is not None else None)
     if shape is not None and tuple(shape[: label.ndim]) != label.shape:
         raise InputDataError(str(case.label), f"label shape {label.shape} differs from its "
                                               f"image {image.name} {tuple(shape)}")

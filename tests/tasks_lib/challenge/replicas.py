@@ -107,3 +107,52 @@ def isles22(root: Path, n_cases: int = 5, zenodo: bool = True) -> Path:
         nifti(root / "derivatives" / case / "ses-0001" / f"{case}_ses-0001_msk.nii.gz", mask,
               (2.0, 2.0, 2.0))
     return root
+
+
+def itk(path: Path, array_xyz: np.ndarray, spacing: tuple[float, ...]) -> Path:
+    """Write an (x, y, z) array in an ITK format (``.mha``, ``.nrrd``) with SimpleITK, the
+    writer the releases were made with (compressed, as their files are)."""
+    import SimpleITK as sitk
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    image = sitk.GetImageFromArray(np.ascontiguousarray(array_xyz.transpose()))
+    image.SetSpacing(spacing)
+    sitk.WriteImage(image, str(path), True)
+    return path
+
+
+def _blob(rng: np.random.Generator, labels: tuple[int, ...]) -> np.ndarray:
+    out = np.zeros(SHAPE, dtype=np.uint8)
+    for label in labels:
+        x, y, z = (int(v) for v in rng.integers(2, 7, size=3))
+        out[x:x + 4, y:y + 3, z:z + 3] = label
+    return out
+
+
+def panther(root: Path, task: int, n_cases: int = 5) -> Path:
+    """PANTHER task 1 (``ImagesTr/<p>_0001_0000.mha``, ``LabelsTr/<p>_0001.mha``) or task 2
+    (``ImagesTr/<p>_0000.mha``, ``LabelsTr/<p>.mha``); labels 1 tumour, 2 pancreas;
+    anisotropic voxels (0.9, 0.8, 3.0) mm."""
+    rng = np.random.default_rng(3)
+    for n in range(n_cases):
+        case = f"{10000 + n}_0001" if task == 1 else f"{10300 + n}"
+        itk(root / "ImagesTr" / f"{case}_0000.mha", rng.normal(size=SHAPE).astype(np.float32),
+            (0.9, 0.8, 3.0))
+        itk(root / "LabelsTr" / f"{case}.mha", _blob(rng, (2, 1)), (0.9, 0.8, 3.0))
+    if task == 1:
+        itk(root / "ImagesTr_unlabeled" / "10099_0002_0000.mha",
+            rng.normal(size=SHAPE).astype(np.float32), (0.9, 0.8, 3.0))
+    return root
+
+
+def seg_a(root: Path) -> Path:
+    """The AVT collection: ``<institution>/<case>/<case>.nrrd`` and ``<case>.seg.nrrd``
+    (0/1 aorta), three institutions (D, K, R cases)."""
+    rng = np.random.default_rng(4)
+    for site, prefix, count in (("Dongyang", "D", 2), ("KiTS", "K", 2), ("Rider", "R", 1)):
+        for n in range(1, count + 1):
+            folder = root / site / site / f"{prefix}{n}"
+            itk(folder / f"{prefix}{n}.nrrd", rng.normal(size=SHAPE).astype(np.int16),
+                (0.8, 0.8, 1.5))
+            itk(folder / f"{prefix}{n}.seg.nrrd", _blob(rng, (1,)), (0.8, 0.8, 1.5))
+    return root

@@ -85,3 +85,55 @@ def test_isles22_refusals(tmp_path: Path) -> None:
     assert nib.load(mask).shape == replicas.SHAPE
     assert refusal("isles22", release, tmp_path) == (
         f"{mask}: label value(s) [0.5] outside the label map (0 background, 1 infarct)")
+
+
+@pytest.mark.parametrize("task", [1, 2])
+def test_panther_release(tmp_path: Path, task: int) -> None:
+    """``.mha`` inputs and labels become NIfTI with the same grid and spacing; the reference
+    is the tumour alone; identical masks under evaluate_local.py: Dice 1, surface Dice 1,
+    HD95 0, MASD 0, volume RMSE 0."""
+    import nibabel as nib
+
+    from tasks_lib.challenge.prepare.itk_files import read_mha
+
+    release = replicas.panther(tmp_path / f"PANTHER_Task{task}", task)
+    pool = prepare(f"panther-task{task}", release, tmp_path / "v1")
+    ids = [f"{10000 + n}_0001" if task == 1 else f"{10300 + n}" for n in range(5)]
+    _, test = split(pool, ids)
+    image = nib.load(pool / "public" / "images" / f"{test[0]}.nii.gz")
+    src, spacing = read_mha(release / "ImagesTr" / f"{test[0]}_0000.mha")
+    assert np.allclose(np.asarray(image.dataobj), src)
+    assert image.header.get_zooms() == pytest.approx(spacing) == (0.9, 0.8, 3.0)
+    label = np.asarray(nib.load(pool / "private" / "labels" / f"{test[0]}.nii.gz").dataobj)
+    assert np.array_equal(label, read_mha(release / "LabelsTr" / f"{test[0]}.mha")[0] == 1)
+    assert perfect_metrics(f"panther-task{task}", pool, tmp_path) == {
+        "dsc": 1.0, "msd": 1.0, "hd95": 0.0, "masd": 0.0, "rmse": 0.0}
+
+
+def test_panther_refusals(tmp_path: Path) -> None:
+    release = replicas.panther(tmp_path / "PANTHER_Task2", 2)
+    label = release / "LabelsTr" / "10302.mha"
+    replicas.itk(label, np.full(replicas.SHAPE, 3, dtype=np.uint8), (0.9, 0.8, 3.0))
+    assert refusal("panther-task2", release, tmp_path) == (
+        f"{label}: label value(s) [3] outside the label map (0 background, 1 tumour, "
+        "2 pancreas)")
+    label.write_bytes(b"ObjectType = Image\nNDims = 3\nElementDataFile = other.raw\n")
+    assert refusal("panther-task2", release, tmp_path) == (
+        f"{label}: not a MetaImage with its data attached (ElementDataFile = LOCAL) of a "
+        "scalar ElementType")
+
+
+def test_seg_a_release(tmp_path: Path) -> None:
+    """``.nrrd``/``.seg.nrrd`` pairs in nested institution folders; identical masks: Dice 1,
+    Hausdorff 0 (medians)."""
+    release = replicas.seg_a(tmp_path / "AVT")
+    pool = prepare("seg_a", release, tmp_path / "v1")
+    split(pool, ["D1", "D2", "K1", "K2", "R1"])
+    assert perfect_metrics("seg_a", pool, tmp_path) == {"hd_50pc": 0.0, "dsc_50pc": 1.0}
+
+
+def test_seg_a_refuses_an_image_without_its_mask(tmp_path: Path) -> None:
+    release = replicas.seg_a(tmp_path / "AVT")
+    (release / "KiTS" / "KiTS" / "K2" / "K2.seg.nrrd").unlink()
+    assert refusal("seg_a", release, tmp_path) == (
+        f"{release}/**/K2.seg.nrrd: 0 files for the label of case K2; the layout has exactly one")
