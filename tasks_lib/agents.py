@@ -15,7 +15,7 @@ from enum import StrEnum
 from pathlib import Path
 
 import yaml
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, model_validator
 
 from evaluators.registry import Registry
 from tasks_lib.domain import Frozen
@@ -112,6 +112,29 @@ class AgentPackages(Frozen):
                        "numpy, pandas or torch).")
 
 
+class AgentImage(Frozen):
+    """An external agent's own container image (``--sandbox docker`` only): the command runs
+    in it instead of in medflows' environment (docs/agents.md)."""
+
+    tag: str | None = Field(default=None, description="An image already in the Docker engine "
+                            "(built or loaded there by the operator; nothing is pulled).")
+    tarball: str | None = Field(default=None, description="A rootfs tarball, relative to the "
+                                "agent's folder (e.g. from ``docker export``), imported once.")
+    python: str = Field(default="/usr/bin/python3", description="The image's Python 3 (it runs "
+                        "the model proxy's loopback forwarder; standard library only).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> AgentImage:
+        if (self.tag is None) == (self.tarball is None):
+            raise ValueError("image: give exactly one of 'tag' and 'tarball'")
+        if self.tarball is not None and (self.tarball.startswith("/") or ".." in
+                                         Path(self.tarball).parts):
+            raise ValueError("image.tarball: a path inside the agent's folder")
+        if not self.python.startswith("/"):
+            raise ValueError("image.python: an absolute path inside the image")
+        return self
+
+
 class ExternalConfig(Frozen):
     """``agents/<name>/config.yaml``."""
 
@@ -124,6 +147,15 @@ class ExternalConfig(Frozen):
     budget: AgentBudget = Field(default_factory=AgentBudget, description="Default caps.")
     packages: AgentPackages | None = Field(default=None, description="Packages to install for "
                                            "the agent (None: medflows' environment is enough).")
+    image: AgentImage | None = Field(default=None, description="The agent's own container "
+                                     "image (None: medflows' environment, on either sandbox).")
+
+    @model_validator(mode="after")
+    def _packages_or_image(self) -> ExternalConfig:
+        if self.image is not None and self.packages is not None:
+            raise ValueError("an agent with its own image carries its packages in it: "
+                             "give 'image' or 'packages', not both")
+        return self
 
 
 def external_dir(name: str) -> Path:

@@ -70,6 +70,8 @@ class RunRecord(Frozen):
     sandbox: str | None = Field(default=None, description="Sandbox backend of a research cell.")
     gpus: list[str] = Field(default_factory=list, description="Host GPU devices the run's "
                             "sandbox had (setting sandbox_gpus).")
+    image: str | None = Field(default=None, description="The container image an external "
+                              "agent brought and ran in (None: medflows' environment).")
     limits: dict[str, float] | None = Field(
         default=None, description="A research cell's caps: wall_time_s, max_steps, "
         "exec_timeout_s and max_cost_usd when set (None: not a research cell, or recorded "

@@ -29,7 +29,7 @@ from tasks_lib.agents import AgentSpec, Harness, resolve_agent
 from tasks_lib.domain import Frozen, RunStatus, Tier, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.harness.environment import AgentSession, Environment, local_root
-from tasks_lib.harness.external import external_limits, run_external
+from tasks_lib.harness.external import external_image, external_limits, run_external
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
@@ -39,12 +39,14 @@ from tasks_lib.pricing import price_snapshot
 from tasks_lib.proxy.meter import ProxyMeter
 from tasks_lib.records import SUBMISSION, TRACE, runs_store
 from tasks_lib.sandbox.base import (
+    ContainerImage,
     SandboxBackend,
     Source,
     Violation,
     ViolationKind,
 )
 from tasks_lib.sandbox.devices import cell_cache, cell_gpus
+from tasks_lib.sandbox.docker_backend import image_name
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.taskspec import Budget
@@ -70,6 +72,11 @@ class CellPlan(Frozen):
                                    "read-only at /cache (tasks_lib.sandbox.devices).")
     gpus: list[str] = Field(default_factory=list, description="Host GPU devices passed into "
                             "the sandbox.")
+    image: ContainerImage | None = Field(default=None, description="An external agent's own "
+                                         "container image (Docker only; None: medflows' "
+                                         "environment).")
+    image_name: str | None = Field(default=None, description="The name that image runs "
+                                   "under (its tag, or medflows-agent:<digest of its tarball>).")
 
     @property
     def workspace(self) -> Path:
@@ -137,14 +144,17 @@ def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBacke
     the tier, under the run's own ``budget`` where it sets a cap.
 
     Raises:
-        InputDataError: a cost cap for a model the price snapshot cannot price.
+        InputDataError: a cost cap for a model the price snapshot cannot price; an external
+            agent's own image on a backend other than Docker.
     """
     agent = resolve_agent(agent_id)
     card = env.card
     run_id = make_run_id(agent_id, card.task_id, tier, replicate)
     limits = env.limits(agent, tier, budget)
+    image = None
     if agent.harness is Harness.EXTERNAL:
         limits = external_limits(agent.method or "", limits)
+        image = external_image(agent.method or "", backend)
     if (limits.max_cost_usd is not None and agent.harness is Harness.TOOL_LOOP
             and price_snapshot().cost(agent.model, 1, 1) is None):
         raise InputDataError(agent_id, f"a cost cap needs a price for {agent.model}; the price "
@@ -152,7 +162,8 @@ def plan_cell(agent_id: str, env: Environment, tier: Tier, backend: SandboxBacke
     return CellPlan(agent=agent, task_id=card.task_id, track=card.track, tier=tier,
                     backend=backend, replicate=replicate, run_id=run_id, pool_dir=env.pool_dir,
                     run_dir=runs_root() / run_id, judge_model=judge_model, limits=limits,
-                    cache_dir=cell_cache(), gpus=cell_gpus())
+                    cache_dir=cell_cache(), gpus=cell_gpus(), image=image,
+                    image_name=None if image is None else image_name(image))
 
 
 def cell_environment(plan: CellPlan) -> Environment:

@@ -21,8 +21,9 @@ from typing import TYPE_CHECKING
 
 from pydantic import Field
 
-from tasks_lib.agents import ExternalConfig, external_dir, load_external
+from tasks_lib.agents import CONFIG_FILE, ExternalConfig, external_dir, load_external
 from tasks_lib.domain import Frozen, RunStatus
+from tasks_lib.errors import InputDataError
 from tasks_lib.harness.agent_env import ENV_DIR, agent_env
 from tasks_lib.harness.briefs import SUBMISSION_DIR, tier_section
 from tasks_lib.harness.loop import LoopEnd, LoopLimits
@@ -31,9 +32,11 @@ from tasks_lib.harness.trace import EventKind, TraceRecorder
 from tasks_lib.proxy import ProxyConfig, ProxyMeter, proxied, serve_proxy
 from tasks_lib.sandbox.base import (
     SAFE_PATH,
+    ContainerImage,
     ExecResult,
     Language,
     Mount,
+    SandboxBackend,
     SandboxSpec,
     Violation,
     sandbox_env,
@@ -99,6 +102,28 @@ def package_view(name: str, config: ExternalConfig, env: dict[str, str]
     folder = agent_env(name, config.packages)
     return [Mount(host=folder.resolve(), target=ENV_DIR)], {
         "PYTHONPATH": ENV_DIR, "PATH": f"{ENV_DIR}/bin:{env.get('PATH', SAFE_PATH)}"}
+
+
+def external_image(name: str, backend: SandboxBackend) -> ContainerImage | None:
+    """External agent ``name``'s own container image (None: it runs in medflows' environment).
+
+    Raises:
+        InputDataError: the agent has an image and the backend is not Docker, or its tarball
+            is not in its folder.
+    """
+    image = load_external(name).image
+    if image is None:
+        return None
+    config = str(external_dir(name) / CONFIG_FILE)
+    if backend is not SandboxBackend.DOCKER:
+        raise InputDataError(config, "image: an agent with its own container image runs on "
+                                     "--sandbox docker")
+    if image.tag is not None:
+        return ContainerImage(tag=image.tag)
+    path = external_dir(name) / str(image.tarball)
+    if not path.is_file():
+        raise InputDataError(config, f"image.tarball: no such file {path}")
+    return ContainerImage(tarball=path.resolve())
 
 
 def external_limits(name: str, limits: LoopLimits) -> LoopLimits:
@@ -176,6 +201,9 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
                                        target=AGENT_DIR),
                    Mount(host=inputs, target=INPUT_DIR), *mounts],
         "env": {**base.env, **contract_env(plan, alias, budget_s), **env}})
+    if plan.image is not None and config.image is not None:  # its own userland, not ours
+        spec = spec.model_copy(update={"image": plan.image, "python": config.image.python,
+                                       "runtime": []})
     proxy_config = ProxyConfig(models=config.models, max_cost_usd=plan.limits.max_cost_usd,
                                salt=f"replicate:{plan.replicate}" if plan.replicate else "")
     recorder.message(ChatMessage(role=Role.SYSTEM, at=time.time(), content=(
@@ -183,7 +211,7 @@ def _run(plan: CellPlan, session: AgentSession, recorder: TraceRecorder, lease: 
         f"`{config.command}`, run once; models {', '.join(config.models)} via the model proxy.")))
     recorder.message(ChatMessage(role=Role.USER, content=brief, at=time.time()))
     recorder.event(EventKind.RUN_START, 0, model=plan.agent.model, agent=plan.agent.method,
-                   command=config.command, budget_s=budget_s)
+                   command=config.command, budget_s=budget_s, image=plan.image_name)
     with serve_proxy(plan.run_id, proxy_config) as proxy:
         sandbox = sandbox_type(proxied(spec, proxy), lease=lease)
         try:

@@ -73,6 +73,7 @@ def run_record(plan: CellPlan, execution: Execution, pool: PoolRef) -> RunRecord
         wall_time_s=round(execution.wall_time_s, 3), input_tokens=execution.input_tokens,
         output_tokens=execution.output_tokens, cost_usd=cost(execution),
         sandbox=plan.backend.value, limits=plan.limits.recorded(), gpus=plan.gpus,
+        image=plan.image_name,
         judge_model=plan.judge_model,
         end=None if execution.end is None else execution.end.value,
         violations=[f"{v.kind.value}: {v.evidence}" for v in execution.violations],

@@ -31,8 +31,10 @@ def proxied(spec: SandboxSpec, handle: ProxyHandle, port: int = PROXY_PORT) -> S
         raise ValueError("the model proxy is for sandboxes without network "
                          f"(this one has network={spec.network.value})")
     base_url = f"http://127.0.0.1:{port}/v1"
-    launcher = [spec.python, "-I", "-S", f"{PROXY_DIR}/{LAUNCHER_NAME}", "127.0.0.1", str(port),
-                f"{PROXY_DIR}/{SOCKET_NAME}", "--"]
+    # -I ignores PYTHONDONTWRITEBYTECODE: -B, so an image whose standard library has no
+    # compiled files does not try to write them onto its read-only root
+    launcher = [spec.python, "-I", "-S", "-B", f"{PROXY_DIR}/{LAUNCHER_NAME}", "127.0.0.1",
+                str(port), f"{PROXY_DIR}/{SOCKET_NAME}", "--"]
     env = {**spec.env, "OPENAI_BASE_URL": base_url, "OPENAI_API_BASE": base_url,
            "OPENAI_API_KEY": handle.token}
     return spec.model_copy(update={

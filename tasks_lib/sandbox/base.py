@@ -16,7 +16,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import IO, Protocol
 
-from pydantic import Field
+from pydantic import Field, model_validator
 
 from tasks_lib.domain import Frozen
 from tasks_lib.sandbox.backends import SandboxBackend as SandboxBackend
@@ -127,6 +127,23 @@ class Mount(Frozen):
     writable: bool = Field(default=False, description="Read-write (else read-only).")
 
 
+class ContainerImage(Frozen):
+    """A container image of the agent's own (Docker backend only): its userland replaces the
+    host's system folders and interpreter, which are then not bound in."""
+
+    tag: str | None = Field(default=None, description="An image already in the Docker engine "
+                            "(e.g. built by the operator with ``docker build -t``).")
+    tarball: Path | None = Field(default=None, description="A rootfs tarball imported once as "
+                                 "``medflows-agent:<digest>`` (``docker import``; nothing can "
+                                 "be pulled).")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> ContainerImage:
+        if (self.tag is None) == (self.tarball is None):
+            raise ValueError("give exactly one of 'tag' and 'tarball'")
+        return self
+
+
 class SandboxSpec(Frozen):
     """Everything a backend needs to build one sandbox."""
 
@@ -150,6 +167,10 @@ class SandboxSpec(Frozen):
         "ends by exec'ing it (e.g. the model proxy's loopback forwarder, tasks_lib.proxy).")
     devices: list[str] = Field(default_factory=list, description="Host device files passed "
                                "through at the same path (GPUs: tasks_lib.sandbox.devices).")
+    image: ContainerImage | None = Field(default=None, description="The agent's own container "
+                                         "image (Docker only; None: medflows' skeleton image "
+                                         "with the host's system folders and ``runtime`` bound "
+                                         "read-only). ``python`` is then the image's own.")
 
 
 class ExecResult(Frozen):

@@ -3,7 +3,11 @@
 Nothing can be pulled here, so the image is imported from a rootfs tarball built on the fly: a
 skeleton tree (mount points, ``/etc/passwd``, merged-``/usr`` symlinks). The system folders and
 the interpreter are bound read-only from the host, exactly as in the bubblewrap backend, which
-keeps the image a few kilobytes and the two backends' environments identical.
+keeps the image a few kilobytes and the two backends' environments identical. An external
+agent may bring its own image instead (:class:`~tasks_lib.sandbox.base.ContainerImage`: a tag in
+the engine, or a rootfs tarball imported once): its userland is then its own and nothing of the
+host's is bound but the spec's mounts. It needs ``/bin/sh``, ``sleep``, ``timeout`` and ``bash``
+(coreutils), and a ``python3`` for the model proxy's loopback forwarder.
 
 Containers run with a read-only root, all capabilities dropped, ``no-new-privileges``, the
 spec's :class:`~tasks_lib.sandbox.base.ResourceLimits` (memory, PIDs, CPU time, file size, open
@@ -21,6 +25,7 @@ restart at a cap keeps it), the sweep (:mod:`tasks_lib.sweep`) after a ``kill -9
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import os
 import shutil
@@ -35,6 +40,7 @@ from typing import Any
 from tasks_lib.sandbox.base import (
     HOST_LIMITS,
     CappedCapture,
+    ContainerImage,
     ExecResult,
     HostLimits,
     Language,
@@ -54,6 +60,8 @@ from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError, etc_fi
 from tasks_lib.sandbox.monitor import QuotaWatcher, SyscallMonitor, strace_argv, strace_path
 
 IMAGE = "medflows-sandbox:1"
+AGENT_REPOSITORY = "medflows-agent"
+"""Repository of agents' own images imported from a rootfs tarball (tag: its digest)."""
 LEASE_LABEL = "medflows.lease"
 """Container label holding the id of the lease the container belongs to."""
 SANDBOX_UID = 1000
@@ -115,12 +123,61 @@ def ensure_image(engine: Any) -> str:
     return IMAGE
 
 
+def agent_image(engine: Any, image: ContainerImage) -> str:
+    """The tag of an agent's own image: ``image.tag`` (it must be in the engine: nothing is
+    pulled), or ``medflows-agent:<digest>`` imported once from ``image.tarball``.
+
+    Raises:
+        SandboxUnavailableError: the tag is not in the engine, or the tarball is unreadable.
+    """
+    import docker
+
+    if image.tag is not None:
+        try:
+            engine.images.get(image.tag)
+        except docker.errors.ImageNotFound:
+            raise SandboxUnavailableError(f"image {image.tag} is not in the Docker engine (build "
+                                          "or load it there first; nothing is pulled)") from None
+        return image.tag
+    assert image.tarball is not None
+    name = image_name(image)
+    try:
+        engine.images.get(name)
+    except docker.errors.ImageNotFound:
+        engine.api.import_image_from_file(str(image.tarball), repository=AGENT_REPOSITORY,
+                                          tag=name.rpartition(":")[2])
+    return name
+
+
+def image_name(image: ContainerImage) -> str:
+    """The name an agent's image runs under: its tag, or ``medflows-agent:<digest>`` of its
+    tarball (the first 16 hex digits of its SHA-256, so an edited tarball imports afresh).
+
+    Raises:
+        SandboxUnavailableError: the tarball cannot be read.
+    """
+    if image.tag is not None:
+        return image.tag
+    assert image.tarball is not None
+    digest = hashlib.sha256()
+    try:
+        with image.tarball.open("rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    except OSError as exc:
+        raise SandboxUnavailableError(f"cannot read image tarball {image.tarball}: "
+                                      f"{exc.strerror}") from None
+    return f"{AGENT_REPOSITORY}:{digest.hexdigest()[:16]}"
+
+
 def _volumes(spec: SandboxSpec) -> dict[str, dict[str, str]]:
+    """Binds: the host's system folders and interpreter (not for an agent's own image, whose
+    userland is its own), then the spec's mounts."""
     volumes: dict[str, dict[str, str]] = {}
-    for folder in SYSTEM_DIRS:
+    for folder in SYSTEM_DIRS if spec.image is None else ():
         if Path(folder).is_dir() and not Path(folder).is_symlink():
             volumes[folder] = {"bind": folder, "mode": "ro"}
-    for folder in spec.runtime:
+    for folder in spec.runtime if spec.image is None else ():
         volumes[folder] = {"bind": folder, "mode": "ro"}
     for mount in spec.mounts:
         volumes[str(mount.host)] = {"bind": mount.target, "mode": "rw" if mount.writable else "ro"}
@@ -187,8 +244,10 @@ class DockerSandbox:
             if mount.writable:
                 _own(mount.host)
         env = sandbox_env(spec)
+        image = ensure_image(self.engine) if spec.image is None \
+            else agent_image(self.engine, spec.image)
         return self.engine.containers.run(
-            ensure_image(self.engine), ["/bin/sleep", "infinity"], detach=True, auto_remove=True,
+            image, ["/bin/sleep", "infinity"], detach=True, auto_remove=True,
             network_mode="none" if spec.network is NetworkPolicy.NONE else "host",
             read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             mem_limit=f"{limits.memory_mb}m", memswap_limit=f"{limits.memory_mb}m",

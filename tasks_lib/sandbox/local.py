@@ -127,6 +127,9 @@ class BwrapSandbox:
                  monitor: bool = True, lease: Lease | None = None) -> None:
         if shutil.which("bwrap") is None:
             raise SandboxUnavailableError("bwrap not found: install the Debian package bubblewrap")
+        if spec.image is not None:
+            raise SandboxUnavailableError("a sandbox with its own container image needs the "
+                                          "docker backend (--sandbox docker)")
         self.spec, self.host = spec, host
         self.strace = strace_path() if monitor else None
         self._etc = etc_files()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -115,4 +116,80 @@ def test_an_external_agent_runs_in_a_container_behind_the_proxy(
     record = run_record(plan, execution, env.pool())
     assert record.turns == 1 and record.cost_usd and record.sandbox == "docker"
     assert "submitted: ['submission.csv']" in (plan.trace_dir / "conversation.json").read_text()
+    assert score_cell(record, plan.submission).metrics == {"score": 0.0}
+
+
+IMAGE_AGENT = '''"""An agent in its own image: standard library only (the image has no openai)."""
+import json, os, shutil, sys, urllib.request
+import json
+from pathlib import Path
+
+print("python:", sys.executable, sys.version.split()[0])
+print("marker:", Path("/opt/agent-image/release.txt").read_text().strip())
+print("medflows env:", "present" if Path(sys.argv[1]).exists() else "absent")
+request = urllib.request.Request(
+    os.environ["OPENAI_BASE_URL"] + "/chat/completions", method="POST",
+    headers={"Authorization": "Bearer " + os.environ["OPENAI_API_KEY"],
+             "Content-Type": "application/json"},
+    data=json.dumps({"model": os.environ["MEDFLOWS_MODEL"],
+                     "messages": [{"role": "user", "content": "plan?"}]}).encode())
+with urllib.request.urlopen(request, timeout=60) as reply:
+    print("model:", json.load(reply)["choices"][0]["message"]["content"])
+shutil.copytree(Path(os.environ["MEDFLOWS_PUBLIC"]) / "sample_submission",
+                os.environ["MEDFLOWS_SUBMISSION"], dirs_exist_ok=True)
+'''
+
+
+def test_an_external_agent_runs_in_its_own_image_behind_the_proxy(
+        docker_env: str, agents_dir: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """An agent folder with ``image: {tarball: …}``: the tarball is imported once, the command
+    runs on the image's own userland (its python, its files; medflows' environment is not
+    there), the proxy is reached through the image's python, and the run is metered, recorded
+    with its image and scored."""
+    import sys
+
+    from support.agent_image import MARKER_TEXT, PYTHON, agent_rootfs
+    from support.cells import file_env
+    from support.openai_server import FakeOpenAIServer
+
+    from tasks_lib.challenge.pool import publish_challenge_pool
+    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.harness.cell import execute_cell, plan_cell
+    from tasks_lib.harness.record import run_record
+    from tasks_lib.harness.rescore import score_cell
+    from tasks_lib.sandbox.base import SandboxBackend
+    from tasks_lib.sandbox.docker_backend import client
+    from tasks_lib.settings import reset_settings
+
+    folder = agents_dir / "own-image"
+    folder.mkdir()
+    agent_rootfs(folder / "rootfs.tar")
+    (folder / "agent.py").write_text(IMAGE_AGENT)
+    (folder / "config.yaml").write_text(
+        f"command: python3 agent.py {sys.prefix}\nmodels:\n  gpt-4o-mini: openai/gpt-4o-mini\n"
+        "image:\n  tarball: rootfs.tar\n")
+    url, _ = publish_challenge_pool("ldct-iqa", str(tmp_path / "pool"))
+    env = file_env("ldct-iqa", Path(url), 120)
+    with FakeOpenAIServer(lambda body: "Copy the sample.") as provider:
+        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
+        monkeypatch.setenv("OPENAI_API_KEY", "sk-own-image-0123456789abcdef")
+        reset_settings()
+        try:
+            plan = plan_cell("own-image@gpt-4o-mini", env, Tier.LITE, SandboxBackend.DOCKER,
+                             0, "rules")
+            execution = execute_cell(plan, env)
+        finally:
+            reset_settings()
+    said = (plan.trace_dir / "conversation.json").read_text()
+    assert (execution.status, execution.violations) == (RunStatus.COMPLETED, []), \
+        ([v.evidence for v in execution.violations], execution.error,
+         json.loads(said)["messages"][-1]["content"])
+    assert f"python: {PYTHON}" in said or "python: /usr/bin/python3" in said, said
+    assert f"marker: {MARKER_TEXT.strip()}" in said and "medflows env: absent" in said
+    assert "model: Copy the sample." in said and len(provider.requests) == 1
+    record = run_record(plan, execution, env.pool())
+    assert record.image is not None and record.image.startswith("medflows-agent:")
+    assert client().images.get(record.image).tags == [record.image]
+    assert record.turns == 1 and record.cost_usd and record.sandbox == "docker"
     assert score_cell(record, plan.submission).metrics == {"score": 0.0}

@@ -111,6 +111,40 @@ def test_an_external_agent_id_names_a_folder_and_one_of_its_models() -> None:
         Harness.EXTERNAL, "aide", {"model_alias": "gpt-4o-mini", "max_turns": 20})
 
 
+@pytest.mark.parametrize(("image", "error"), [
+    ("image: {tag: a:1, tarball: r.tar}", "exactly one of 'tag' and 'tarball'"),
+    ("image: {tarball: ../r.tar}", "a path inside the agent's folder"),
+    ("image: {tag: a:1, python: python3}", "an absolute path inside the image"),
+    ("image: {tag: a:1}\npackages: {pip: [x==1]}", "give 'image' or 'packages', not both"),
+])
+def test_an_agent_image_config_is_checked(agents_dir: Path, image: str, error: str) -> None:
+    from tasks_lib.agents import resolve_agent
+    from tasks_lib.errors import InputDataError
+
+    (agents_dir / "boxed").mkdir()
+    (agents_dir / "boxed" / "config.yaml").write_text(
+        f"command: python3 a.py\nmodels: {{m: openai/gpt-4o-mini}}\n{image}\n")
+    with pytest.raises(InputDataError, match=error):
+        resolve_agent("boxed@m")
+
+
+def test_an_agent_image_tarball_must_be_in_its_folder(agents_dir: Path) -> None:
+    from tasks_lib.errors import InputDataError
+    from tasks_lib.harness.external import external_image
+    from tasks_lib.sandbox.base import ContainerImage, SandboxBackend
+
+    (agents_dir / "boxed").mkdir()
+    (agents_dir / "boxed" / "config.yaml").write_text(
+        "command: python3 a.py\nmodels: {m: openai/gpt-4o-mini}\nimage: {tarball: r.tar}\n")
+    with pytest.raises(InputDataError, match=r"image\.tarball: no such file"):
+        external_image("boxed", SandboxBackend.DOCKER)
+    with pytest.raises(InputDataError, match="runs on --sandbox docker"):
+        external_image("boxed", SandboxBackend.LOCAL)
+    (agents_dir / "boxed" / "r.tar").write_bytes(b"x")
+    assert external_image("boxed", SandboxBackend.DOCKER) == ContainerImage(
+        tarball=(agents_dir / "boxed" / "r.tar").resolve())
+
+
 def test_run_agents_lists_catalog_and_external_agents() -> None:
     from typer.testing import CliRunner
 
