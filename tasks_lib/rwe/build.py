@@ -23,6 +23,7 @@ from tasks_lib.rwe.analyses import ANALYSES
 from tasks_lib.rwe.analysis_base import AnalysisResult, StudyDB
 from tasks_lib.rwe.types import (
     POOL_FILES,
+    EHRSource,
     FieldAnswer,
     FieldType,
     RejectedSeed,
@@ -186,18 +187,20 @@ def pool_files(ehr_hash: str, builds: list[StudyBuild]) -> PoolFiles:
 
 def write_pool(pool_id: str, out: str | None, seed: int, n_patients: int, loaded: LoadedEHR,
                schemas: SchemaNames, builds: list[StudyBuild],
-               rejected: list[RejectedSeed] | None = None) -> tuple[str, RWEPoolManifest]:
+               rejected: list[RejectedSeed] | None = None,
+               source: EHRSource = EHRSource.GENERATED) -> tuple[str, RWEPoolManifest]:
     """Write public studies, private answers and cohorts, the panels and the manifest as the
     version of this content (:func:`tasks_lib.pool_publish.write_version`: ``out`` or
-    ``pools/<pool_id>/vN``; ``seed`` is the EHR's, after the ``rejected`` ones); returns its
-    root URL and manifest."""
+    ``pools/<pool_id>/vN``; ``seed`` is the EHR's, after the ``rejected`` ones; ``source``:
+    where the database came from); returns its root URL and manifest."""
     studies = [b.study.study_id for b in builds]
 
     def manifest(version: int, digest: str) -> RWEPoolManifest:
         return RWEPoolManifest(
             pool_id=pool_id, version=version, content_hash=digest, created_at=datetime.now(UTC),
-            cards=studies, ehr_hash=loaded.content_hash, table_hashes=loaded.table_hashes,
-            seed=seed, requested_seed=rejected[0].seed if rejected else None,
+            cards=studies, source=source, ehr_hash=loaded.content_hash,
+            table_hashes=loaded.table_hashes, seed=seed,
+            requested_seed=rejected[0].seed if rejected else None,
             rejected_seeds=rejected or [], n_patients=n_patients, database=loaded.database,
             schemas=schemas,
             studies=studies, files=POOL_FILES)

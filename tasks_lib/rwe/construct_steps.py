@@ -6,6 +6,7 @@ audit, then the ledger)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple
 
 from prefect import get_run_logger, task
@@ -16,7 +17,7 @@ from evaluators.core import Frozen, InputDataError
 from tasks_lib.rwe import build, load
 from tasks_lib.rwe.analysis_base import StudyDB
 from tasks_lib.rwe.studies import load_studies
-from tasks_lib.rwe.types import RejectedSeed, RWEPoolManifest, SchemaNames, Study
+from tasks_lib.rwe.types import EHRSource, RejectedSeed, RWEPoolManifest, SchemaNames, Study
 
 if TYPE_CHECKING:
     from tasks_lib.tracks.base import BuildRequest
@@ -81,6 +82,28 @@ def generate_load(seed: int, n_patients: int) -> build.LoadedEHR:
     return loaded
 
 
+@task(name="rwe-use-source", task_run_name="rwe-use-{source.value}")
+def use_source(source: EHRSource, where: str, analyses: list[str],
+               build_concepts: bool = False) -> build.LoadedEHR:
+    """The user's data as the study database: ``where`` is a folder of MIMIC-layout files
+    (checked, then loaded into its content-addressed database) or the name of a mimic-code
+    database on the study server (checked, missing concepts built with mimic-code's SQL when
+    ``build_concepts``, fingerprinted, used in place)."""
+    from pathlib import Path
+
+    from tasks_lib.rwe import source_db, source_tables
+
+    server = resolve_database(None)
+    if source is EHRSource.TABLES:
+        loaded = source_tables.load_tables(Path(where), analyses, server)
+    else:
+        loaded = source_db.use_database(where, server, analyses, build_concepts)
+    get_run_logger().info("%s %s: database %s (%s), %d patients", source.value, where,
+                          loaded.database, "reused" if loaded.reused else "loaded",
+                          loaded.rows.get("mimiciv_hosp.patients", 0))
+    return loaded
+
+
 @task(name="rwe-analyse", task_run_name="rwe-analyse-{study.study_id}")
 def analyse_study(study: Study, database: str) -> build.StudyBuild:
     """Reference analysis, answers and trap panel of one study (on the EHR's ``database``; a
@@ -100,11 +123,12 @@ def reject_seed(rejected: RejectedSeed, loaded: build.LoadedEHR) -> None:
 
 @task(name="rwe-publish")
 def publish(pool_id: str, out: str | None, ehr: EHRBuild, n_patients: int,
-            timings: tuple[float, float, float]) -> PublishedRWEPool:
+            timings: tuple[float, float, float],
+            source: EHRSource = EHRSource.GENERATED) -> PublishedRWEPool:
     """Write the pool version (version from the ledger: same content ⇒ same version; the shared
     tail, :func:`tasks_lib.pool_publish.publish_version`, audits and ledgers it)."""
     url, manifest = build.write_pool(pool_id, out, ehr.seed, n_patients, ehr.loaded,
-                                     SchemaNames(), ehr.builds, ehr.rejected)
+                                     SchemaNames(), ehr.builds, ehr.rejected, source)
     return PublishedRWEPool(url=url, manifest=manifest, generate_s=timings[0],
                             load_s=timings[1], analyse_s=timings[2],
                             database_reused=ehr.loaded.reused)
@@ -123,15 +147,19 @@ def panel_problems(builds: list[build.StudyBuild]) -> list[str]:
 
 
 @task(name="rwe-validate")
-def validate(builds: list[build.StudyBuild]) -> None:
+def validate(builds: list[build.StudyBuild], strict: bool = True) -> None:
     """The pool's construction validity, before it is written (:func:`panel_problems`); other
-    valid analyses (variants) that flip a scored field are warned about.
+    valid analyses (variants) that flip a scored field are warned about. Not ``strict`` (the
+    user's data: no seed to change), a trap that flips nothing is a warning.
 
     Raises:
         InputDataError: a study without traps or with a trap that flips nothing (names each).
     """
     bad = panel_problems(builds)
-    if bad:
+    if bad and not strict:
+        get_run_logger().warning("trap panel on the user's data: %s (rule: %s)",
+                                 "; ".join(bad), PANEL_RULE)
+    elif bad:
         raise InputDataError("trap panel", "; ".join(bad) + f" (rule: {PANEL_RULE})")
     variants = [v for b in builds for v in b.variants]
     flipped = [f"{v.study_id}: variant {v.variant} flips {', '.join(v.flipped)}"
@@ -189,17 +217,46 @@ def build_ehr(seed: int, n_patients: int, cards: list[Study]) -> tuple[EHRBuild,
                          + f" (rule: {PANEL_RULE})")
 
 
+SOURCE_OPTIONS = {"from_tables": EHRSource.TABLES, "from_db": EHRSource.DATABASE}
+"""Build options naming the user's data instead of the generator."""
+
+
+def build_from_source(request: BuildRequest, sources: Mapping[str, object]) -> PublishedRWEPool:
+    """The user's data (one of :data:`SOURCE_OPTIONS`) as the study database, then the same
+    analyses, panels (warnings: there is no seed to change) and pool as a generated EHR."""
+    if len(sources) > 1 or not all(isinstance(v, str) for v in sources.values()):
+        raise InputDataError("options", "give one of from_tables, from_db (a string)")
+    (option, where), = sources.items()
+    source = SOURCE_OPTIONS[option]
+    cards = load_cards(request.tasks or None)
+    start = now()
+    loaded = use_source(source, str(where), [c.analysis for c in cards],
+                        bool(request.option("build_concepts", False)))
+    loading = now() - start
+    builds = [analyse_study(s, loaded.database) for s in cards]
+    spent = (loaded.generate_s, loaded.load_s or loading, now() - start - loading)
+    validate(builds, strict=False)
+    patients = loaded.rows.get("mimiciv_hosp.patients", 0)
+    return publish(request.pool_id or f"rwe-{source.value}", request.out,
+                   EHRBuild(0, loaded, builds, []), patients, spent, source)
+
+
 def build_pool(request: BuildRequest) -> PublishedRWEPool:
     """Generate the synthetic EHR for ``request.seed`` (default 0; ``options["n_patients"]``
     patients, default 20,000, at least :data:`MIN_PATIENTS`), load it into its own database on
     the study server, compute every study's reference answers and trap panel (re-seeding when a
     trap flips nothing: :func:`build_ehr`) and write vN, named ``request.pool_id`` (default
     ``rwe-synthetic``); returns the version with what each part cost (the RWE kit's build)."""
-    unknown = sorted(set(request.options) - {"n_patients"})
+    unknown = sorted(set(request.options) - {"n_patients", "build_concepts", *SOURCE_OPTIONS})
     n_patients = request.option("n_patients", 20_000)
     if unknown or not isinstance(n_patients, int) or isinstance(n_patients, bool):
-        raise InputDataError("options", "the rwe kit takes one build option, n_patients "
-                                        "(an integer)")
+        raise InputDataError("options", "the rwe kit takes the build options n_patients (an "
+                                        "integer), from_tables (a folder) or from_db (a "
+                                        "database name on the study server) and "
+                                        "build_concepts (true/false)")
+    sources = {k: v for k, v in request.options.items() if k in SOURCE_OPTIONS and v}
+    if sources:
+        return build_from_source(request, sources)
     if n_patients < MIN_PATIENTS:
         raise InputDataError("n_patients", f"{n_patients}: build with at least {MIN_PATIENTS:,} "
                              "patients (fewer leave some studies' planted effects "

@@ -32,7 +32,7 @@ import psycopg2.extensions
 from evaluators.graders.rwe_answers import Kind, QuestionTree, RawAnswer
 from tasks_lib.audits.baselines import Baseline, floored, no_submission, perfect, written
 from tasks_lib.audits.kit_data import AnswerKeyData
-from tasks_lib.rwe import schema
+from tasks_lib.rwe import mimic_ddl, schema
 from tasks_lib.rwe.baselines import BaselineKind, baseline_answers
 from tasks_lib.rwe.cluster import Server, check_study_database, connect, study_server
 from tasks_lib.rwe.questions import question_tree
@@ -40,6 +40,7 @@ from tasks_lib.rwe.roles import READER
 from tasks_lib.rwe.session import ANSWERS_FILE, COHORT_FILE, SessionRecord
 from tasks_lib.rwe.types import (
     POOL_FILES,
+    EHRSource,
     LoadedStudyPool,
     RWEPoolManifest,
     SchemaNames,
@@ -120,21 +121,38 @@ def checked_server(manifest: RWEPoolManifest) -> Server:
     return server
 
 
-def database_leak(server: Server, schemas: SchemaNames) -> list[str]:
-    """Evidence that the study database shows the run role more than the documented tables
-    and columns: an unexpected column or a comment in a study schema, or any other table the
-    ``rwe_reader`` role may read (gold answers and planted parameters live only in private/)."""
+def documented(schemas: SchemaNames, source: EHRSource = EHRSource.GENERATED
+               ) -> set[tuple[str, str, str]]:
+    """(schema, table, column) the run role may see: the study database's tables; on a
+    mimic-code database (``--from-db``) also every create.sql column and mimic-code's concept
+    columns (medflows wrote nothing there; its other concept tables are not checked)."""
     names = {"mimiciv_hosp": schemas.hosp, "mimiciv_icu": schemas.icu,
              "mimiciv_derived": schemas.derived}
-    want = {(names[t.split(".")[0]], t.split(".")[1], c) for t in schema.TABLES
-            for c in schema.columns(t)}
-    study = list(names.values())
+    tables: dict[str, list[str]] = {t: schema.columns(t) for t in schema.TABLES}
+    if source is EHRSource.DATABASE:
+        tables |= {t: [c for c, _ in cols] for t, cols in mimic_ddl.official_tables().items()}
+        tables |= mimic_ddl.concept_columns()
+    return {(names[t.split(".")[0]], t.split(".")[1], c) for t, cols in tables.items()
+            for c in cols}
+
+
+def database_leak(server: Server, schemas: SchemaNames,
+                  source: EHRSource = EHRSource.GENERATED) -> list[str]:
+    """Evidence that the study database shows the run role more than the documented tables
+    and columns (:func:`documented`): an unexpected column or a comment in a study schema, or
+    any other table the ``rwe_reader`` role may read (gold answers and planted parameters live
+    only in private/)."""
+    want = documented(schemas, source)
+    study = [schemas.hosp, schemas.icu, schemas.derived]
     conn = connect(server)
     try:
         with conn.cursor() as cur:
             cur.execute("SELECT table_schema, table_name, column_name FROM "
                         "information_schema.columns WHERE table_schema = ANY(%s)", (study,))
             got = {tuple(r) for r in cur.fetchall()}
+            if source is EHRSource.DATABASE:  # the user's other mimic-code concepts
+                known = {(s, t) for s, t, _ in want}
+                got = {g for g in got if g[0] != schemas.derived or (g[0], g[1]) in known}
             cur.execute("SELECT count(*) FROM pg_description d JOIN pg_class c ON c.oid = "
                         "d.objoid JOIN pg_namespace n ON n.oid = c.relnamespace WHERE "
                         "n.nspname = ANY(%s)", (study,))
@@ -173,7 +191,8 @@ def rwe_answer_key_data(pool_url: str) -> AnswerKeyData:
     text = root.read_text(POOL_FILES["studies"])
     leaks = [f"{POOL_FILES['studies']} contains {k} (rule: the public studies carry no answer, "
              "MCQ key or value)" for k in LEAK_KEYS if k in text]
-    leaks += database_leak(checked_server(pool.manifest), pool.manifest.schemas)
+    leaks += database_leak(checked_server(pool.manifest), pool.manifest.schemas,
+                           pool.manifest.source)
     numbers = [(f.exact, f"{POOL_FILES['answers']} {a.study_id}.{f.id}")
                for a in pool.answers.values() for f in a.fields.values()]
     return AnswerKeyData(case_ids=frozenset(pool.manifest.studies), numbers=numbers, leaks=leaks)

@@ -78,6 +78,17 @@ class SchemaNames(Frozen):
     derived: str = Field(default="mimiciv_derived", description="Derived concepts schema.")
 
 
+class EHRSource(StrEnum):
+    """Where a pool's study database came from."""
+
+    GENERATED = "generated"
+    """The seeded synthetic EHR (``pool build rwe --seed``)."""
+    TABLES = "tables"
+    """MIMIC-layout files loaded into its own database (``--from-tables``)."""
+    DATABASE = "database"
+    """An existing mimic-code database on the study server, used in place (``--from-db``)."""
+
+
 class DictionaryEntry(Frozen):
     """One data-dictionary line of a protocol: a column or item the study needs."""
 
@@ -320,15 +331,20 @@ class RWEPoolManifest(PoolHeader):
     pool_kind = "an RWE pool"
 
     track: Literal["rwe"] = Field(default="rwe", description="Track of the pool.")
-    ehr_hash: str = Field(default="", description="sha256 of the generated EHR tables "
-                          "(canonical CSVs; same seed and size => same hash).")
+    source: EHRSource = Field(default=EHRSource.GENERATED, description="Where the study "
+                              "database came from (seed and n_patients mean the generator's "
+                              "only for ``generated``).")
+    ehr_hash: str = Field(default="", description="sha256 of the EHR tables (canonical CSVs; "
+                          "same seed and size => same hash); of a ``database`` source, of the "
+                          "read tables' columns, types and row counts.")
     table_hashes: dict[str, str] = Field(description="Schema-qualified table → sha256 of its CSV.")
     seed: int = Field(description="Generator seed of the EHR (same seed and size => same EHR).")
     requested_seed: int | None = Field(default=None, description="The seed asked for, when the "
                                        "build had to re-seed (None: ``seed`` is the one asked).")
     rejected_seeds: list[RejectedSeed] = Field(default_factory=list, description="Seeds tried "
                                                "before ``seed``, in order, and why each failed.")
-    n_patients: int = Field(description="Patients generated.")
+    n_patients: int = Field(description="Patients generated (other sources: rows of "
+                            "mimiciv_hosp.patients).")
     database: str = Field(description="Database name the EHR was loaded into (no credentials).")
     schemas: SchemaNames = Field(description="Schema names in that database.")
     studies: list[str] = Field(description="Study ids in pool order.")
