@@ -134,6 +134,23 @@ def nifti_file(path: Path, rel: str) -> tuple[Volume, bytes]:
     return vol, data if data[:2] == b"\x1f\x8b" else gzip.compress(data, mtime=0)
 
 
+def integer_label_map(vol: Volume, data: bytes, rel: str) -> bytes:
+    """The bytes to store of a NIfTI label map: as given when its voxels are integers; a map
+    stored as floats (some releases do) re-encoded as uint8/uint16 when every value is a whole
+    number, so the perfect submission (a copy of the reference) is an integer label map."""
+    arr = vol.array
+    if arr.dtype.kind in "biu":
+        return data
+    whole = (arr.dtype.kind == "f" and bool(np.all(np.isfinite(arr)))
+             and bool(np.all(arr == np.round(arr))) and arr.size > 0
+             and float(arr.min()) >= 0 and float(arr.max()) <= 65535)
+    if not whole:
+        raise InputDataError(rel, "a label map holds whole numbers 0–65535 (one label value per "
+                                  f"voxel), not {arr.dtype} values such as probabilities")
+    dtype = np.uint8 if float(arr.max()) < 256 else np.uint16
+    return nifti_volume_bytes(Volume(arr.astype(dtype), vol.affine))
+
+
 def _volume(path: Path, rel: str, cfg: DatasetConfig, removed: Counter[str],
             label: bool) -> tuple[Volume, bytes, int]:
     """A segmentation image or label map as a volume, the NIfTI bytes to store and the number
@@ -149,7 +166,7 @@ def _volume(path: Path, rel: str, cfg: DatasetConfig, removed: Counter[str],
             raise InputDataError(rel, f"a 3D volume is expected, got shape {list(vol.array.shape)}"
                                       " (give 2D images as PNG/TIFF; a multi-channel release "
                                       "with --layout, see docs/imaging.md)")
-        return vol, data, 0
+        return vol, integer_label_map(vol, data, rel) if label else data, 0
     arr = read_raster(read_bytes(path, rel), rel, rgb=not label)
     vol = Volume(arr[..., None], raster_affine(cfg.spacing))
     return vol, nifti_volume_bytes(vol), 0

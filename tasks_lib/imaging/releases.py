@@ -33,7 +33,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from evaluators.core import InputDataError, InvalidSubmissionError, Track
 from tasks_lib.imaging.checks import AFFINE_TOL_MM
 from tasks_lib.imaging.dataset import DatasetConfig
-from tasks_lib.imaging.ingest import CASE_ID, nifti_file, nifti_volume_bytes
+from tasks_lib.imaging.ingest import CASE_ID, integer_label_map, nifti_file, nifti_volume_bytes
 from tasks_lib.imaging.readers import NIFTI_SUFFIXES, Volume, read_bytes, spacing_of, stem
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
@@ -165,7 +165,9 @@ def _listed(root: Path, ref: str, folder: str, where: str) -> str:
         raise InputDataError(DATASET_JSON, f"{where}: {ref!r} is not a NIfTI file in {folder}/")
     rel = "/".join(parts)
     path = root / rel
-    if not path.is_file() or path.is_symlink():
+    if path.is_symlink():
+        raise InputDataError(rel, "a symlink; give the file itself (as for every folder)")
+    if not path.is_file():
         raise InputDataError(rel, f"missing: dataset.json lists it ({where}) but the release "
                                   "has no such file")
     return rel
@@ -203,6 +205,27 @@ def msd_release(root: Path) -> Release:
     return Release("msd", _config(meta, labels, root), channels, cases)
 
 
+def _nnunet_images(root: Path, ending: str, n_channels: int) -> dict[str, dict[int, str]]:
+    """Case identifier → channel index → image file, from ``imagesTr/`` names."""
+    for folder in ("imagesTr", "labelsTr"):
+        if not (root / folder).is_dir():
+            raise InputDataError(f"{folder}/", "missing: an nnU-Net v2 raw dataset has imagesTr/ "
+                                               "and labelsTr/")
+    found: dict[str, dict[int, str]] = {}
+    for p in sorted((root / "imagesTr").iterdir()):
+        rel = f"imagesTr/{p.name}"
+        if p.name.startswith(".") or not p.name.endswith(ending):
+            continue
+        if p.is_symlink() or not p.is_file():
+            raise InputDataError(rel, "a symlink or folder; give the file itself")
+        m = CHANNEL_FILE.match(p.name[:-len(ending)])
+        if m is None or int(m["channel"]) >= n_channels:
+            raise InputDataError(rel, "not {case}_{XXXX}" f"{ending} with XXXX a channel of "
+                                      f"dataset.json channel_names (0000–{n_channels - 1:04d})")
+        found.setdefault(_case_id(m["case"], rel), {})[int(m["channel"])] = rel
+    return found
+
+
 def nnunet_release(root: Path) -> Release:
     """An nnU-Net v2 raw dataset: ``dataset.json`` and ``imagesTr``/``labelsTr`` as nnU-Net's
     ``verify_dataset_integrity`` finds them (cases = identifiers of the image files)."""
@@ -215,20 +238,7 @@ def nnunet_release(root: Path) -> Release:
         raise InputDataError(DATASET_JSON, f"file_ending: {ending!r}; medflows reads NIfTI "
                                            "releases (.nii.gz, .nii)")
     channels, labels = _channels(meta.channel_names, "channel_names"), _nnunet_labels(meta.labels)
-    found: dict[str, dict[int, str]] = {}
-    for folder in ("imagesTr", "labelsTr"):
-        if not (root / folder).is_dir():
-            raise InputDataError(f"{folder}/", "missing: an nnU-Net v2 raw dataset has imagesTr/ "
-                                               "and labelsTr/")
-    for p in sorted((root / "imagesTr").iterdir()):
-        rel = f"imagesTr/{p.name}"
-        if p.name.startswith(".") or not p.name.endswith(ending):
-            continue
-        m = CHANNEL_FILE.match(p.name[:-len(ending)])
-        if m is None or int(m["channel"]) >= len(channels):
-            raise InputDataError(rel, "not {case}_{XXXX}" f"{ending} with XXXX a channel of "
-                                      f"dataset.json channel_names (0000–{len(channels) - 1:04d})")
-        found.setdefault(_case_id(m["case"], rel), {})[int(m["channel"])] = rel
+    found = _nnunet_images(root, ending, len(channels))
     cases = []
     for cid, by_channel in found.items():
         for k, name in enumerate(channels):
@@ -236,6 +246,8 @@ def nnunet_release(root: Path) -> Release:
                 raise InputDataError(f"imagesTr/{cid}_{k:04d}{ending}",
                                      f"missing: channel {k} ({name}) of case {cid!r}")
         label = f"labelsTr/{cid}{ending}"
+        if (root / label).is_symlink():
+            raise InputDataError(label, "a symlink or folder; give the file itself")
         if not (root / label).is_file():
             raise InputDataError(label, f"missing: the label map of case {cid!r} "
                                         f"({by_channel[0]})")
@@ -317,16 +329,21 @@ def _image(root: Path, case: ReleaseCase, channels: list[str]) -> tuple[Volume, 
     return stacked, nifti_volume_bytes(stacked)
 
 
+def _label_map(root: Path, case: ReleaseCase) -> tuple[Volume, bytes]:
+    vol, data = nifti_file(root / case.label, case.label)
+    return vol, integer_label_map(vol, data, case.label)
+
+
 def _selected(root: Path, release: Release, card: PublicReleaseSource | None
               ) -> list[tuple[ReleaseCase, bytes]]:
     """The cases a card takes (every labelled case without a card or a selection) with their
     label-map bytes: by label file name, those holding ``require_label``, the first
     ``n_cases`` (AutoMedBench's staging rule); label maps of skipped cases are read, images not."""
     if card is None or (card.n_cases is None and card.require_label is None):
-        return [(c, nifti_file(root / c.label, c.label)[1]) for c in release.cases]
+        return [(c, _label_map(root, c)[1]) for c in release.cases]
     out: list[tuple[ReleaseCase, bytes]] = []
     for case in sorted(release.cases, key=lambda c: PurePosixPath(c.label).name):
-        vol, data = nifti_file(root / case.label, case.label)
+        vol, data = _label_map(root, case)
         if card.require_label is None or bool(np.any(vol.array == card.require_label)):
             out.append((case, data))
         if len(out) == card.n_cases:

@@ -185,9 +185,17 @@ MSD_REFUSALS = [
      "dataset.json: training[0].image: '../case_000.nii.gz' is not a NIfTI file in imagesTr/"),
     (lambda r: _edit_json(r, lambda m: m.pop("modality")), "dataset.json: modality: Field "
                                                             "required"),
+    (lambda r: _symlinked(r, "imagesTr/case_001.nii.gz"),
+     "imagesTr/case_001.nii.gz: a symlink; give the file itself (as for every folder)"),
     (lambda r: _edit_json(r, lambda m: m["labels"].pop("0")),
      "dataset.json: labels: keys must be label values \"0\" (background), \"1\", … (got 1, 2)"),
 ]
+
+
+def _symlinked(root: Path, rel: str) -> None:
+    target = root / "elsewhere.nii.gz"
+    (root / rel).rename(target)
+    (root / rel).symlink_to(target)
 
 
 def _shift() -> np.ndarray:
@@ -198,7 +206,8 @@ def _shift() -> np.ndarray:
 
 @pytest.mark.parametrize(("damage", "message"), MSD_REFUSALS,
                          ids=["no-dataset-json", "image-absent", "label-absent", "label-value",
-                              "shape", "affine", "path-escapes", "no-modality", "no-background"])
+                              "shape", "affine", "path-escapes", "no-modality", "symlink",
+                              "no-background"])
 def test_wrong_msd_layout_is_refused_naming_the_file(tmp_path: Path, damage, message) -> None:
     root = write_msd(tmp_path / "Task03_Liver")
     damage(root)
@@ -311,3 +320,17 @@ def test_msd_release_pool_scores_the_perfect_baseline_to_one(msd_pool: dict) -> 
     card = json.loads(scored.stdout)
     assert card["task_score"] == 1.0 and card["metrics"]["hd95"] == 0.0
     assert card["s4"] == 1.0 and card["s5"] == 1.0
+
+
+def test_float_label_maps_are_published_as_integers_and_fractions_refused(tmp_path: Path) -> None:
+    root = write_msd(tmp_path / "Task03_Liver")
+    _nii(_labels(_block(0)).astype(np.float32), root / "labelsTr" / "case_000.nii.gz")
+    rendered = read_release(root, "msd")
+    ref = next(a for a in rendered.artifacts if a.key == rendered.cases[0].reference)
+    arr = np.asarray(nib.Nifti1Image.from_bytes(gzip.decompress(ref.data)).dataobj)
+    assert arr.dtype == np.uint8
+    np.testing.assert_array_equal(arr, _labels(_block(0)))
+    _nii(_labels(_block(0)) * np.float32(0.5), root / "labelsTr" / "case_000.nii.gz")
+    assert _refusal(root, "msd") == (
+        "labelsTr/case_000.nii.gz: a label map holds whole numbers 0–65535 (one label value per "
+        "voxel), not float32 values such as probabilities")
