@@ -19,7 +19,7 @@ from pydantic import Field
 
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.format_example import write_format_example
-from tasks_lib.challenge.prepare.layout import ReleaseCase, rexmle_split
+from tasks_lib.challenge.prepare.layout import ReleaseCase
 from tasks_lib.challenge.prepare.readers import FamilyReader, reader_for
 from tasks_lib.domain import Frozen
 from tasks_lib.taskspec import TaskSpec
@@ -73,7 +73,8 @@ def prepare_release(card: TaskSpec, root: Path, work: Path) -> tuple[PreparedSpl
                                                                      PreparedSplit]:
     """The release under ``root`` as (test, train) splits written under ``work``."""
     reader = reader_for(card.task_id)
-    cases = {c.case_id: c for c in reader.cases(card, root)}
-    train, test = rexmle_split(list(cases), root)
+    found = reader.cases(card, root)
+    cases = {c.case_id: c for c in found}
+    train, test = reader.split(card, found, root)
     return (write_split(card, reader, [cases[i] for i in test], root, work / "test"),
             write_split(card, reader, [cases[i] for i in train], root, work / "train"))

@@ -6,4 +6,11 @@ from __future__ import annotations
 
 def load_readers() -> None:
     """Import every family's reader module (idempotent)."""
-    from tasks_lib.challenge.prepare import isles22, panther, seg_a, topbrain, topcow  # noqa: F401
+    from tasks_lib.challenge.prepare import (  # noqa: F401
+        isles22,
+        panther,
+        puma,
+        seg_a,
+        topbrain,
+        topcow,
+    )

@@ -27,6 +27,7 @@ from tasks_lib.challenge.prepare.layout import (
     check_label_values,
     extension,
     find_cases,
+    rexmle_split,
 )
 from tasks_lib.challenge.synthetic import SUFFIX, write_file
 from tasks_lib.errors import InputDataError
@@ -71,6 +72,12 @@ class FamilyReader:
     def cases(self, card: TaskSpec, root: Path) -> list[ReleaseCase]:
         """The release's cases (checked), sorted by id."""
         return find_cases(root, self.release(card))
+
+    def split(self, card: TaskSpec, cases: list[ReleaseCase],
+              root: Path) -> tuple[list[str], list[str]]:
+        """(train ids, test ids): ReX-MLE's 80/20 split of the sorted ids by default
+        (:func:`~.layout.rexmle_split`)."""
+        return rexmle_split([c.case_id for c in cases], root)
 
     def input_names(self, card: TaskSpec, case: ReleaseCase) -> dict[str, str]:
         """Pool file name of each input of ``case``."""

@@ -156,3 +156,48 @@ def seg_a(root: Path) -> Path:
                 (0.8, 0.8, 1.5))
             itk(folder / f"{prefix}{n}.seg.nrrd", _blob(rng, (1,)), (0.8, 0.8, 1.5))
     return root
+
+
+PUMA_TISSUE = ["tissue_stroma", "tissue_blood_vessel", "tissue_tumor", "tissue_epidermis",
+               "tissue_necrosis"]
+PUMA_NUCLEI = ["nuclei_endothelium", "nuclei_plasma_cell", "nuclei_stroma", "nuclei_tumor",
+               "nuclei_histiocyte", "nuclei_apoptosis", "nuclei_epithelium",
+               "nuclei_melanophage", "nuclei_neutrophil", "nuclei_lymphocyte"]
+
+
+def _feature(name: str, rings: list[list[list[float]]]) -> dict[str, object]:
+    return {"type": "Feature", "geometry": {"type": "Polygon", "coordinates": rings},
+            "properties": {"objectType": "annotation", "classification": {"name": name}}}
+
+
+def _square(x: float, y: float, size: float) -> list[list[float]]:
+    return [[x, y], [x + size, y], [x + size, y + size], [x, y + size], [x, y]]
+
+
+def puma(root: Path, n_cases: int = 5, side: int = 96) -> Path:
+    """The PUMA training release: ``01_training_dataset_tif_ROIs/training_set_<kind>_roi_<n>.tif``
+    (RGB, with its ``_context.tif``), ``01_training_dataset_geojson_tissue/<case>_tissue.geojson``
+    (every tissue class, a white-background polygon, one polygon with a hole) and
+    ``01_training_dataset_geojson_nuclei/<case>_nuclei.geojson`` (the ten nuclei classes)."""
+    import json
+
+    import tifffile
+
+    rng = np.random.default_rng(5)
+    for n in range(1, n_cases + 1):
+        case = f"training_set_{'metastatic' if n % 2 else 'primary'}_roi_{n:03d}"
+        for suffix in ("", "_context"):
+            path = root / "01_training_dataset_tif_ROIs" / f"{case}{suffix}.tif"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tifffile.imwrite(path, rng.integers(0, 255, size=(side, side, 3), dtype=np.uint8))
+        tissue = [_feature("tissue_white_background", [_square(0, 0, 10)])]
+        tissue += [_feature(name, [_square(10 + 16 * k, 20 + n, 14)])
+                   for k, name in enumerate(PUMA_TISSUE)]
+        tissue.append(_feature("tissue_stroma", [_square(10, 60, 30), _square(18, 68, 8)]))
+        nuclei = [_feature(name, [_square(5 + 9 * k, 80 - n, 6)])
+                  for k, name in enumerate(PUMA_NUCLEI)]
+        for kind, features in (("tissue", tissue), ("nuclei", nuclei)):
+            path = root / f"01_training_dataset_geojson_{kind}" / f"{case}_{kind}.geojson"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
+    return root
