@@ -126,6 +126,8 @@ def _build_from_folder(folder: Path, track: str | None, task_id: str | None,
     from tasks_lib.imaging.releases import RELEASE_TRACK, as_layout
 
     shipped = release_card(task_id, layout) if task_id else None
+    if shipped is not None and track not in (None, shipped.track.value):
+        raise InputDataError("--track", f"{task_id} is a {shipped.track.value} task")
     if track is None and (layout is not None or shipped is not None):
         track = (shipped.track if shipped else RELEASE_TRACK).value
     names = [t.value for t in folder_tracks()]
