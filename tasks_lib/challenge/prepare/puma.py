@@ -117,9 +117,9 @@ class Puma(FamilyReader):
             (folder / rel).parent.mkdir(parents=True, exist_ok=True)
             (folder / rel).write_text(json.dumps(nuclei_json(case.label)))
             return {column: rel}
-        shape = declared_shape(case.inputs["image"], FileFormat.TIFF) or (1024, 1024)
+        h, w, *_ = declared_shape(case.inputs["image"], FileFormat.TIFF) or (1024, 1024)
         rel = f"{sub}/{case.case_id}.png"
-        write_file(folder / rel, FileFormat.PNG, tissue_map(case.label, shape[:2]), ())
+        write_file(folder / rel, FileFormat.PNG, tissue_map(case.label, (h, w)), ())
         return {column: rel}
 
 
