@@ -73,8 +73,6 @@ def prepare_release(card: TaskSpec, root: Path, work: Path) -> tuple[PreparedSpl
                                                                      PreparedSplit]:
     """The release under ``root`` as (test, train) splits written under ``work``."""
     reader = reader_for(card.task_id)
-    found = reader.cases(card, root)
-    cases = {c.case_id: c for c in found}
-    train, test = reader.split(card, found, root)
-    return (write_split(card, reader, [cases[i] for i in test], root, work / "test"),
-            write_split(card, reader, [cases[i] for i in train], root, work / "train"))
+    train, test = reader.split(card, reader.cases(card, root), root)
+    return (write_split(card, reader, test, root, work / "test"),
+            write_split(card, reader, train, root, work / "train"))

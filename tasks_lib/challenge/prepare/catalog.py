@@ -7,10 +7,13 @@ from __future__ import annotations
 def load_readers() -> None:
     """Import every family's reader module (idempotent)."""
     from tasks_lib.challenge.prepare import (  # noqa: F401
+        cellseg,
         isles22,
+        ldct,
         panther,
         puma,
         seg_a,
         topbrain,
         topcow,
+        usenhance,
     )

@@ -74,10 +74,12 @@ class FamilyReader:
         return find_cases(root, self.release(card))
 
     def split(self, card: TaskSpec, cases: list[ReleaseCase],
-              root: Path) -> tuple[list[str], list[str]]:
-        """(train ids, test ids): ReX-MLE's 80/20 split of the sorted ids by default
+              root: Path) -> tuple[list[ReleaseCase], list[ReleaseCase]]:
+        """(train, test) cases: ReX-MLE's 80/20 split of the sorted ids by default
         (:func:`~.layout.rexmle_split`)."""
-        return rexmle_split([c.case_id for c in cases], root)
+        by_id = {c.case_id: c for c in cases}
+        train, test = rexmle_split(list(by_id), root)
+        return [by_id[i] for i in train], [by_id[i] for i in test]
 
     def input_names(self, card: TaskSpec, case: ReleaseCase) -> dict[str, str]:
         """Pool file name of each input of ``case``."""

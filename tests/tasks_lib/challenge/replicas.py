@@ -201,3 +201,70 @@ def puma(root: Path, n_cases: int = 5, side: int = 96) -> Path:
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(json.dumps({"type": "FeatureCollection", "features": features}))
     return root
+
+
+def cellseg(root: Path, n_cases: int = 5) -> Path:
+    """``Training-labeled/images/cell_<n>.{png,tif,bmp}`` and
+    ``Training-labeled/labels/cell_<n>_label.tiff`` (uint16 instance ids), cells away from the
+    border (the evaluation drops cells within 2 px of it)."""
+    import imageio.v3 as iio
+    import tifffile
+
+    rng = np.random.default_rng(6)
+    for n in range(1, n_cases + 1):
+        case = f"cell_{n:05d}"
+        ext = (".png", ".tif", ".bmp")[n % 3]
+        image = rng.integers(0, 255, size=(40, 48, 3), dtype=np.uint8)
+        path = root / "Training-labeled" / "images" / f"{case}{ext}"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if ext == ".tif":
+            tifffile.imwrite(path, image)
+        else:
+            iio.imwrite(path, image)
+        label = np.zeros((40, 48), dtype=np.uint16)
+        for k in range(1, 4):
+            y, x = 6 + 9 * k, 6 + 11 * k
+            label[y - 3:y + 3, x - 3:x + 3] = k
+        path = root / "Training-labeled" / "labels" / f"{case}_label.tiff"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tifffile.imwrite(path, label)
+    return root
+
+
+def ldct(root: Path, n_train: int = 5, n_test: int = 3) -> Path:
+    """``LDCTIQAG2023_train/image/<n>.tif`` + ``train.json`` and ``LDCTIQAC_test/images/
+    <n>.tiff`` + ``test.json`` ({file name: radiologists' score 0-4})."""
+    import json
+
+    import tifffile
+
+    rng = np.random.default_rng(7)
+    for folder, sub, ext, count, name in (("LDCTIQAG2023_train", "image", ".tif", n_train,
+                                           "train.json"),
+                                          ("LDCTIQAC_test", "images", ".tiff", n_test,
+                                           "test.json")):
+        scores = {}
+        for n in range(count):
+            file = f"{n + (0 if ext == '.tif' else 1000):04d}{ext}"
+            (root / folder / sub).mkdir(parents=True, exist_ok=True)
+            tifffile.imwrite(root / folder / sub / file,
+                             rng.normal(size=(32, 32)).astype(np.float32))
+            scores[file] = round(float(rng.uniform(0, 4)), 2)
+        (root / folder / name).write_text(json.dumps(scores))
+    return root
+
+
+def usenhance(root: Path, organs: tuple[str, ...] = ("thyroid", "breast", "kidney")) -> Path:
+    """``train_datasets/<organ>/{low_quality,high_quality}/<n>.png`` pairs (grey levels)."""
+    import imageio.v3 as iio
+
+    rng = np.random.default_rng(8)
+    for organ in organs:
+        for n in range(1, 3):
+            high = rng.integers(0, 255, size=(24, 32), dtype=np.uint8)
+            low = np.clip(high + rng.normal(0, 20, size=high.shape), 0, 255).astype(np.uint8)
+            for kind, image in (("high_quality", high), ("low_quality", low)):
+                path = root / "train_datasets" / organ / kind / f"{n}.png"
+                path.parent.mkdir(parents=True, exist_ok=True)
+                iio.imwrite(path, image)
+    return root

@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from tests.tasks_lib.challenge import replicas
@@ -70,3 +71,72 @@ def test_puma_refuses_an_unknown_class(puma_release: Path, tmp_path: Path) -> No
     nuclei.write_text(json.dumps(doc))
     assert refusal("puma-track2-task2", release, tmp_path).startswith(
         f"{nuclei}: unknown nucleus class 'nuclei_lymphocytes'; the release's: ")
+
+
+def test_cellseg_release(tmp_path: Path) -> None:
+    """Images of any release extension with their ``_label.tiff``; identical instance maps
+    under compute_metric.py: F1 1 at every IoU threshold."""
+    release = replicas.cellseg(tmp_path / "NeurIPS-CellSeg")
+    pool = prepare("neurips-cellseg", release, tmp_path / "v1")
+    _, test = split(pool, [f"cell_{n:05d}" for n in range(1, 6)])
+    assert [p.stem for p in (pool / "public" / "images").iterdir()] == test
+    assert perfect_metrics("neurips-cellseg", pool, tmp_path) == {
+        f"f1_{t}": 1.0 for t in ("0.5", "0.6", "0.7", "0.8", "0.9")}
+
+
+def test_cellseg_refusals(tmp_path: Path) -> None:
+    import tifffile
+
+    release = replicas.cellseg(tmp_path / "NeurIPS-CellSeg")
+    label = release / "Training-labeled" / "labels" / "cell_00004_label.tiff"
+    label.rename(label.with_suffix(".tif"))
+    assert refusal("neurips-cellseg", release, tmp_path) == (
+        f"{label.with_suffix('.tif')}: wrong extension '.tif': the official release names it "
+        "Training-labeled/labels/{id}_label.tiff (.tiff)")
+    tifffile.imwrite(label, np.full((40, 48), 0.5, dtype=np.float32))
+    label.with_suffix(".tif").unlink()
+    assert refusal("neurips-cellseg", release, tmp_path) == (
+        f"{label}: not an instance label map (2-D, integer ids ≥ 0): 2-D float32")
+
+
+def test_ldct_release_keeps_the_released_split(tmp_path: Path) -> None:
+    """ReX-MLE does not re-split LDCT-IQA: the training release is public (validation), the
+    test release private; the answers are the JSON scores; a perfect submission scores
+    |PLCC| + |SROCC| + |KROCC| = 3."""
+    release = replicas.ldct(tmp_path / "LDCT")
+    pool = prepare("ldct-iqa", release, tmp_path / "v1")
+    test = pd.read_csv(pool / "private" / "test_labels.csv", dtype={"image_id": str})
+    scores = json.loads((release / "LDCTIQAC_test" / "test.json").read_text())
+    assert dict(zip(test["image_id"] + ".tiff", test["quality_score"], strict=True)) == scores
+    val = pd.read_csv(pool / "public" / "validation" / "reference" / "test_labels.csv",
+                      dtype={"image_id": str})
+    assert sorted(val["image_id"]) == ["0000", "0001", "0002", "0003", "0004"]
+    assert perfect_metrics("ldct-iqa", pool, tmp_path) == {"score": pytest.approx(3.0)}
+
+
+def test_ldct_refusals(tmp_path: Path) -> None:
+    release = replicas.ldct(tmp_path / "LDCT")
+    scores = release / "LDCTIQAG2023_train" / "train.json"
+    doc = json.loads(scores.read_text())
+    doc["0002.tif"] = "good"
+    scores.write_text(json.dumps(doc))
+    assert refusal("ldct-iqa", release, tmp_path) == (
+        f"{scores}: 0002.tif: the score must be a number in [0, 4], got 'good'")
+    (release / "LDCTIQAC_test" / "test.json").unlink()
+    assert refusal("ldct-iqa", release, tmp_path) == (
+        f"{release / 'LDCTIQAC_test' / 'test.json'}: missing: the scores file of the official "
+        "release")
+
+
+def test_usenhance_release(tmp_path: Path) -> None:
+    """``<organ>_<name>`` ids, organ folders sorted; identical images: LNCC 1, SSIM 1, PSNR at
+    the card's 100 dB cap."""
+    release = replicas.usenhance(tmp_path / "USenhance")
+    pool = prepare("usenhance", release, tmp_path / "v1")
+    ids = [f"{o}_{n}" for o in ("breast", "kidney", "thyroid") for n in (1, 2)]
+    split(pool, ids)
+    assert perfect_metrics("usenhance", pool, tmp_path) == {
+        "lncc": pytest.approx(1.0), "ssim": pytest.approx(1.0), "psnr": 100.0}
+    (release / "train_datasets" / "kidney" / "high_quality" / "2.png").unlink()
+    assert refusal("usenhance", release, tmp_path) == (
+        f"{release / 'train_datasets/kidney/high_quality/2.png'}: missing: the target of 2.png")
