@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 from typing import Any
 
 import psycopg2
@@ -25,6 +26,7 @@ from tasks_lib.rwe import concepts, load, needs
 from tasks_lib.rwe.build import LoadedEHR
 
 FLAG = "--from-db"
+log = logging.getLogger(__name__)
 
 
 def _connect(url: str, where: str) -> Any:
@@ -101,6 +103,25 @@ def check_on_study_server(url: str, server_url: str) -> None:
                              "again (per-run roles are created where the data is)")
 
 
+LOOKUPS = {"mimiciv_hosp.labevents": "hadm_id, itemid", "mimiciv_hosp.prescriptions": "hadm_id",
+           "mimiciv_hosp.diagnoses_icd": "hadm_id"}
+"""Indexes the studies' per-stay look-ups need (mimic-code's index.sql has none of them)."""
+
+
+def missing_indexes(url: str) -> list[str]:
+    """``CREATE INDEX`` statements for the :data:`LOOKUPS` the database lacks (an index whose
+    first column is ``hadm_id`` counts)."""
+    conn = _connect(url, FLAG)
+    try:
+        with conn.cursor() as cur:
+            cur.execute("SELECT schemaname || '.' || tablename, indexdef FROM pg_indexes WHERE "
+                        "schemaname = 'mimiciv_hosp'")
+            found = {str(t) for t, d in cur.fetchall() if "(hadm_id" in str(d)}
+    finally:
+        conn.close()
+    return [f"CREATE INDEX ON {t} ({cols})" for t, cols in LOOKUPS.items() if t not in found]
+
+
 def fingerprint(url: str, wanted: needs.Needs) -> tuple[str, dict[str, str], dict[str, int]]:
     """sha256 of the read tables' columns, types and row counts; per-table digests; rows."""
     conn = _connect(url, FLAG)
@@ -155,6 +176,11 @@ def use_database(name: str, server_url: str, analyses: list[str],
     if build_concepts:
         concepts.build(url, missing_buildable(url, analyses))
     wanted = check_database(url, analyses)
+    slow = missing_indexes(url)
+    if slow:
+        log.warning("database %s has no index for the studies' look-ups by admission; the "
+                    "analyses scan the tables once per stay (hours on MIMIC-IV): %s", name,
+                    "; ".join(slow))
     digest, tables, rows = fingerprint(url, wanted)
     mark(server_url, name, digest)
     return LoadedEHR(digest, tables, rows, 0.0, 0.0, name, True)

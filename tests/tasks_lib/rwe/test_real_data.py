@@ -1,0 +1,282 @@
+"""Real data in (issue 25 parts 3 and 5): ``pool build rwe --from-tables`` checks MIMIC-layout
+files against mimic-code's DDL (refusals name file, line and column) and round-trips generated
+rows to the same reference answers; ``--from-db`` refuses a database lacking what the studies
+read, and on a database built with mimic-code's own create.sql holding the generated rows it
+publishes the studies with the generated pool's reference answers, and the honest scripted
+agent reaches SR 1 on each."""
+
+from __future__ import annotations
+
+import gzip
+import io
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import psycopg2
+import pytest
+
+from evaluators.core import InputDataError
+from tasks_lib.rwe import load, mimic_ddl, needs, schema, source_db, source_tables
+from tasks_lib.rwe.analyses import ANALYSES
+from tasks_lib.rwe.mimic_ddl import parse_type
+from tests.support.cli import invoke
+
+
+def test_every_analysis_lists_what_it_reads_and_base_tables_are_create_sql() -> None:
+    assert needs.unlisted() == []
+    official = mimic_ddl.official_tables()
+    assert {t: official[t] for t in schema.BASE} == schema.BASE
+    assert parse_type("VARCHAR(25) NOT NULL") == ("VARCHAR", 25, True)
+    assert parse_type("TIMESTAMP(3)") == ("TIMESTAMP", None, False)
+    assert parse_type("DOUBLE PRECISION") == ("DOUBLE PRECISION", None, False)
+
+
+@pytest.mark.parametrize(("declared", "good", "bad"), [
+    ("INTEGER NOT NULL", ["12", "-3", "+7"], ["", "1.5", "x", "3000000000"]),
+    ("SMALLINT", ["", "91"], ["40000", "1e3"]),
+    ("DOUBLE PRECISION", ["", "1.5", "-2e-3", "NaN"], ["abc", "1,5"]),
+    ("TIMESTAMP", ["2150-01-01 10:00:00", "2150-01-01T10:00:00", "2150-01-01"],
+     ["2150-13-01 00:00:00", "01/02/2150", "yesterday"]),
+    ("DATE", ["2150-02-28"], ["2150-02-30"]),
+    ("CHAR(1) NOT NULL", ["F", "M "], ["", "FM"]),
+    ("VARCHAR(3)", ["", "abc"], ["abcd"]),
+    ("BOOLEAN", ["t", "false", "1"], ["maybe"]),
+])
+def test_values_copy_would_refuse(declared: str, good: list[str], bad: list[str]) -> None:
+    ctype = parse_type(declared)
+    assert not source_tables.invalid(pd.Series(good), ctype).any()
+    assert source_tables.invalid(pd.Series(bad), ctype).all()
+
+
+def _empty_layout(root: Path) -> Path:
+    """Every study-database table as a header-only file of the release layout."""
+    for table in schema.TABLES:
+        schema_name, name = table.split(".")
+        path = root / source_tables.FOLDERS[schema_name] / f"{name}.csv"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(",".join(schema.columns(table)) + "\n")
+    return root
+
+
+def _refusal(root: Path) -> str:
+    with pytest.raises(InputDataError) as err:
+        source_tables.table_csvs(root, ANALYSES.names())
+    return str(err.value)
+
+
+def test_from_tables_refusals_name_file_line_and_column(tmp_path: Path) -> None:
+    root = _empty_layout(tmp_path / "mimic")
+    assert set(source_tables.table_csvs(root, ANALYSES.names())) == set(schema.TABLES)
+    (root / "hosp" / "admissions.csv").rename(root / "hosp" / "admissions.txt")
+    assert "missing tables hosp/admissions.csv.gz" in _refusal(root)
+    (root / "hosp" / "admissions.txt").rename(root / "hosp" / "admissions.csv")
+
+    patients = root / "hosp" / "patients.csv"
+    patients.write_text("subject_id,gender,anchor_age,anchor_year,anchor_year_group,dod,"
+                        "eye_colour\n")
+    assert _refusal(root) == f"{patients}: unknown column eye_colour (not in " \
+        "mimiciv_hosp.patients of mimic-code's create.sql or concepts)"
+    patients.write_text("subject_id,gender,anchor_age,anchor_year_group,dod\n")
+    assert _refusal(root) == f"{patients}: missing column anchor_year (of mimiciv_hosp.patients)"
+    patients.write_text("subject_id,gender,anchor_age,anchor_year,anchor_year_group,dod\n")
+
+    labs = root / "hosp" / "labevents.csv"
+    header = ",".join(schema.columns("mimiciv_hosp.labevents"))
+    row = "1,10000001,20000001,7,50813,,2150-01-01 10:00:00,,2.1,2.1,mmol/L,,,,,"
+    labs.write_text(f'{header}\n{row}"a comment\nover two lines"\n'
+                    f"{row.replace('2150-01-01 10:00:00', '2150-01-01 25:00:00')}\n")
+    assert _refusal(root) == (f"{labs}:4: column charttime: '2150-01-01 25:00:00' is not of type "
+                              "TIMESTAMP(0)")
+    labs.write_text(f"{header}\n{row.replace('10000001', '')}\n")
+    assert _refusal(root) == f"{labs}:2: column subject_id: empty value in a NOT NULL column"
+
+
+def test_from_tables_cli_refusal_is_one_line_and_writes_nothing(tmp_path: Path) -> None:
+    root = _empty_layout(tmp_path / "mimic")
+    icu = root / "icu" / "icustays.csv"
+    icu.write_text(",".join(schema.columns("mimiciv_icu.icustays")) + "\n1,2,x,,,,,\n")
+    out = invoke("pool", "build", "rwe", "--from-tables", str(root), "--out",
+                 str(tmp_path / "pool"))
+    assert out.exit_code == 2, out.output
+    assert out.output.strip() == (f"error: {icu}:2: column stay_id: 'x' is not of type INTEGER")
+    assert not (tmp_path / "pool").exists()
+
+
+@pytest.fixture
+def mimic_5432() -> Iterator[str]:
+    """A database on the shared server built with mimic-code's create.sql (empty tables)."""
+    from tests.tasks_lib.rwe.ehr_db import ADMIN, fresh_database, require_server
+
+    require_server()
+    url = fresh_database("fromdb")
+    with psycopg2.connect(**load.dsn(url)) as conn, conn.cursor() as cur:
+        cur.execute(mimic_ddl.create_sql_path().read_text(encoding="utf-8"))
+    conn.close()
+    yield url
+    load.drop_database(ADMIN, url.rsplit("/", 1)[1])
+
+
+def test_from_db_refuses_a_database_lacking_what_the_studies_read(mimic_5432: str) -> None:
+    def refusal(analyses: list[str]) -> str:
+        with pytest.raises(InputDataError) as err:
+            source_db.check_database(mimic_5432, analyses)
+        return str(err.value)
+
+    name = mimic_5432.rsplit("/", 1)[1]
+    text = refusal(["statin_sepsis"])  # create.sql leaves mimiciv_derived empty
+    assert text.startswith(f"database {name}: missing mimic-code concepts in mimiciv_derived: "
+                           "first_day_sofa (firstday/first_day_sofa.sql), icustay_detail "
+                           "(demographics/icustay_detail.sql), sepsis3 (sepsis/sepsis3.sql)")
+    assert "postgres-make-concepts.sql" in text and "chartevents" in text
+    with psycopg2.connect(**load.dsn(mimic_5432)) as conn, conn.cursor() as cur:
+        for table in needs.STAYS:
+            cur.execute(schema.create_sql(table))
+        cur.execute("ALTER TABLE mimiciv_hosp.prescriptions DROP COLUMN starttime")
+        cur.execute("DROP TABLE mimiciv_hosp.diagnoses_icd")
+    conn.close()
+    assert refusal(["statin_sepsis"]) == (f"database {name}: missing columns mimiciv_hosp."
+                                          "prescriptions.starttime (the chosen studies read "
+                                          "them)")
+    text = refusal(["albumin_ap"])
+    assert "missing tables mimiciv_hosp.diagnoses_icd" in text
+    assert "kdigo_stages (organfailure/kdigo_stages.sql)" in text
+    out = invoke("pool", "build", "rwe", "--from-db", mimic_5432, "--studies", "statin-sepsis")
+    assert out.exit_code == 2 and out.output.count("error:") == 1
+    assert "prescriptions.starttime" in out.output
+
+
+def _same_reference(pool_url: str) -> None:
+    """The pool at ``pool_url`` has the generated pool's studies, MCQ keys, printed values and
+    reference cohorts (byte for byte)."""
+    from tasks_lib.rwe.types import cohort_key, load_study_pool
+    from tasks_lib.storage import Storage
+    from tests.tasks_lib.rwe.pool_support import built_pool
+
+    generated, pool = Storage(built_pool().url), Storage(pool_url)
+    want, got = load_study_pool(generated), load_study_pool(pool)
+    assert got.manifest.studies == want.manifest.studies
+    for study in got.manifest.studies:
+        a, b = got.answers[study], want.answers[study]
+        assert a.mcq == b.mcq and a.cohort_size == b.cohort_size, study
+        assert {f: x.printed for f, x in a.fields.items()} == {
+            f: x.printed for f, x in b.fields.items()}, study
+        assert pool.read_bytes(cohort_key(study)) == generated.read_bytes(cohort_key(study))
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+def test_from_tables_round_trip_gives_the_generated_reference_answers(tmp_path: Path) -> None:
+    """Generated rows written as release-layout files (gzip CSV, timestamps with a space) are
+    loaded by the kit's build into a database of their own and give the generated pool's
+    reference answers and cohorts."""
+    from tasks_lib.rwe import ehr
+    from tasks_lib.rwe.construct_steps import build_pool
+    from tasks_lib.rwe.types import EHRSource
+    from tasks_lib.tracks.base import BuildRequest
+    from tests.tasks_lib.rwe.ehr_db import N_PATIENTS, loaded_db
+    from tests.tasks_lib.rwe.pool_support import study_cluster
+
+    root = tmp_path / "mimic"
+    for table, data in ehr.table_csvs(ehr.generate(0, N_PATIENTS)).items():
+        schema_name, name = table.split(".")
+        path = root / source_tables.FOLDERS[schema_name] / f"{name}.csv.gz"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(gzip.compress(re.sub(rb"(\d{4}-\d\d-\d\d)T(\d\d:)", rb"\1 \2", data)))
+    published = build_pool(BuildRequest(tasks=[], pool_id="rwe-tables-test",
+                                        out=str(tmp_path / "pool"),
+                                        options={"from_tables": str(root)}))
+    m = published.manifest
+    try:
+        assert m.source is EHRSource.TABLES and not published.database_reused
+        assert m.database != loaded_db().loaded.database and m.n_patients == N_PATIENTS
+        _same_reference(published.url)
+    finally:
+        load.drop_database(study_cluster()[1].url(), m.database)
+
+
+@pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
+@pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
+def test_from_db_on_mimic_code_database_same_answers_and_honest_sr_1(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    import json
+
+    from prefect.logging.configuration import setup_logging
+    from sqlalchemy.engine import make_url
+    from support.isolated import own_storage_and_ledger
+
+    from tasks_lib.rwe.types import EHRSource, load_study_pool
+    from tasks_lib.scoring import score_one
+    from tasks_lib.storage import Storage
+    from tests.tasks_lib.rwe.ehr_db import ADMIN
+    from tests.tasks_lib.rwe.mimic_db import mimic_database
+    from tests.tasks_lib.rwe.pool_support import built_pool, study_cluster
+    from tests.tasks_lib.rwe.test_agents import rwe_cell
+
+    generated = load_study_pool(Storage(built_pool().url))  # before the ledger changes
+    url = mimic_database()
+    assert source_db.missing_indexes(url) == []
+    source_db.check_on_study_server(url, study_cluster()[1].url())
+    with pytest.raises(InputDataError, match="is not on the study server"):
+        source_db.check_on_study_server(ADMIN, study_cluster()[1].url())
+    setup_logging()
+    with own_storage_and_ledger(tmp_path_factory.mktemp("rwe-from-db")):
+        out = invoke("pool", "build", "rwe", "--from-db", url, "--json")
+        assert out.exit_code == 0, out.output
+        summary = json.loads(out.stdout)
+        pool_url = summary["manifest"].removesuffix("/manifest.json")
+        pool = load_study_pool(Storage(pool_url))
+        assert pool.manifest.source is EHRSource.DATABASE
+        assert pool.manifest.database == make_url(url).database
+        assert pool.manifest.studies == generated.manifest.studies
+        assert json.loads(Storage(pool_url).read_text("audit.json"))["report"]["clean"]
+        _same_reference(pool_url)
+        for study in pool.manifest.studies:
+            record = rwe_cell("rwe-honest", study, pool=pool_url)
+            m = score_one(record.run_id).metrics
+            assert (m["rwe_acc"], m["rwe_rar"], m["rwe_sr"], m["rwe_cr"]) == (1, 1, 1, 1), study
+
+
+def test_mimic_code_concepts_on_generated_base_tables_agree_with_the_generator(
+        mimic_5432: str) -> None:
+    """``--build-concepts`` runs mimic-code's concept SQL; on the generated base tables it gives
+    the generator's derived tables on what the studies read, with three recorded departures of
+    the generator (docs/rwe.md): ``los_icu`` rounded half-even (mimic-code: half-up), sodium above
+    200 mEq/L kept (mimic-code's chemistry drops it), ``hospstay_seq`` over every admission
+    (mimic-code's: over admissions with an ICU stay)."""
+    from sqlalchemy import create_engine
+
+    from tasks_lib.rwe import concepts, ehr
+    from tests.tasks_lib.rwe.mimic_db import fill
+
+    csvs = ehr.table_csvs(ehr.generate(0, 1000))
+    fill(mimic_5432, {t: b for t, b in csvs.items() if not t.startswith("mimiciv_derived.")})
+    built = ["mimiciv_derived.age", "mimiciv_derived.icustay_detail",
+             "mimiciv_derived.first_day_lab"]
+    assert source_db.missing_buildable(mimic_5432, ANALYSES.names()) == sorted(built[1:])
+    assert concepts.build(mimic_5432, built)[-1] == "firstday/first_day_lab.sql"
+    engine = create_engine(mimic_5432)
+
+    def both(table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
+        cols = ", ".join(schema.columns(table))
+        got = pd.read_sql(f"SELECT {cols} FROM {table} ORDER BY {key}", engine)
+        want = pd.read_csv(io.BytesIO(csvs[table]), parse_dates=True)
+        return got, want.sort_values(key, ignore_index=True)
+
+    got, want = both("mimiciv_derived.age", "hadm_id")
+    assert got["age"].tolist() == want["age"].tolist()
+    got, want = both("mimiciv_derived.icustay_detail", "stay_id")
+    for col in ("subject_id", "hadm_id", "admission_age", "first_icu_stay",
+                "hospital_expire_flag", "gender"):
+        assert got[col].tolist() == want[col].tolist(), col
+    assert (pd.to_datetime(got["icu_intime"]) == pd.to_datetime(want["icu_intime"])).all()
+    assert (got["los_icu"].astype(float) - want["los_icu"]).abs().max() <= 0.01 + 1e-9
+    got, want = both("mimiciv_derived.first_day_lab", "stay_id")
+    assert got["glucose_max"].equals(want["glucose_max"])
+    differs = ~((got["sodium_min"] == want["sodium_min"]) | got["sodium_min"].isna()
+                & want["sodium_min"].isna())
+    assert differs.any() and (want["sodium_min"][differs] > 200).all()
+    engine.dispose()
