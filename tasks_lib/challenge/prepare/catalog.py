@@ -8,6 +8,7 @@ def load_readers() -> None:
     """Import every family's reader module (idempotent)."""
     from tasks_lib.challenge.prepare import (  # noqa: F401
         cellseg,
+        dentex,
         isles22,
         ldct,
         panther,

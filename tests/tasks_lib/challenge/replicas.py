@@ -268,3 +268,41 @@ def usenhance(root: Path, organs: tuple[str, ...] = ("thyroid", "breast", "kidne
                 path.parent.mkdir(parents=True, exist_ok=True)
                 iio.imwrite(path, image)
     return root
+
+
+DENTEX_CATEGORIES = {
+    "categories_1": [{"id": i, "name": str(i + 1), "supercategory": "Quadrant"} for i in range(4)],
+    "categories_2": [{"id": i, "name": str(i + 1), "supercategory": "Enumeration"}
+                     for i in range(8)],
+    "categories_3": [{"id": 0, "name": "Impacted", "supercategory": "Diagnosis"},
+                     {"id": 1, "name": "Caries", "supercategory": "Diagnosis"},
+                     {"id": 2, "name": "Periapical Lesion", "supercategory": "Diagnosis"},
+                     {"id": 3, "name": "Deep Caries", "supercategory": "Diagnosis"}]}
+"""The release's category lists (0-based ids)."""
+
+
+def dentex(root: Path, n_images: int = 5) -> Path:
+    """``quadrant-enumeration-disease/xrays/train_<n>.png`` and
+    ``train_quadrant_enumeration_disease.json`` (COCO: images, annotations with
+    category_id_1/2/3, categories_1/2/3)."""
+    import json
+
+    import imageio.v3 as iio
+
+    rng = np.random.default_rng(9)
+    folder = root / "quadrant-enumeration-disease"
+    images, annotations = [], []
+    for n in range(n_images):
+        name = f"train_{n}.png"
+        (folder / "xrays").mkdir(parents=True, exist_ok=True)
+        iio.imwrite(folder / "xrays" / name, rng.integers(0, 255, size=(64, 128),
+                                                          dtype=np.uint8))
+        images.append({"id": n + 1, "file_name": name, "width": 128, "height": 64})
+        for k in range(3):
+            annotations.append({"id": 10 * n + k, "image_id": n + 1, "iscrowd": 0,
+                                "bbox": [float(5 + 35 * k), 10.0, 20.0, 30.0], "area": 600.0,
+                                "category_id_1": k, "category_id_2": (n + k) % 8,
+                                "category_id_3": (n + 2 * k) % 4})
+    (folder / "train_quadrant_enumeration_disease.json").write_text(json.dumps(
+        {"images": images, "annotations": annotations, **DENTEX_CATEGORIES}))
+    return root

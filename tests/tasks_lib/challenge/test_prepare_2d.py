@@ -140,3 +140,44 @@ def test_usenhance_release(tmp_path: Path) -> None:
     (release / "train_datasets" / "kidney" / "high_quality" / "2.png").unlink()
     assert refusal("usenhance", release, tmp_path) == (
         f"{release / 'train_datasets/kidney/high_quality/2.png'}: missing: the target of 2.png")
+
+
+def test_dentex_release(tmp_path: Path) -> None:
+    """ReX-MLE's DENTEX split (random.seed(42), shuffle, int(0.8 n)); each X-ray's reference
+    holds its boxes and the three category lists; identical detections under COCOeval: AP,
+    AP50, AP75 and AR 1 for every aspect."""
+    import random
+
+    release = replicas.dentex(tmp_path / "training_data")
+    pool = prepare("dentex", release, tmp_path / "v1")
+    ids = [f"train_{n}" for n in range(5)]
+    random.seed(42)
+    random.shuffle(ids)
+    test = pd.read_csv(pool / "private" / "test_labels.csv")["image_id"].tolist()
+    assert test == ids[4:]
+    ref = json.loads((pool / "private" / "labels" / f"{test[0]}.json").read_text())
+    assert [i["file_name"] for i in ref["images"]] == [f"{test[0]}.png"]
+    assert len(ref["annotations"]) == 3 and ref["categories_3"][3]["name"] == "Deep Caries"
+    metrics = perfect_metrics("dentex", pool, tmp_path)
+    assert metrics == {name: pytest.approx(1.0) for name in metrics} and len(metrics) == 16
+
+
+def test_dentex_refusals(tmp_path: Path) -> None:
+    release = replicas.dentex(tmp_path / "training_data")
+    coco = release / "quadrant-enumeration-disease" / "train_quadrant_enumeration_disease.json"
+    doc = json.loads(coco.read_text())
+    doc["annotations"][4]["category_id_3"] = 7
+    coco.write_text(json.dumps(doc))
+    assert refusal("dentex", release, tmp_path) == (
+        f"{coco}: annotation 4: category_id_3 7 is not in categories_3")
+    del doc["categories_2"]
+    coco.write_text(json.dumps(doc))
+    assert refusal("dentex", release, tmp_path) == (
+        f"{coco}: missing key(s) categories_2 (the release's COCO file has images, annotations, "
+        "categories_1/2/3)")
+    (release / "quadrant-enumeration-disease" / "xrays" / "train_3.png").unlink()
+    doc["annotations"][4]["category_id_3"] = 1
+    coco.write_text(json.dumps({**doc, **replicas.DENTEX_CATEGORIES}))
+    assert refusal("dentex", release, tmp_path) == (
+        f"{release / 'quadrant-enumeration-disease/xrays/train_3.png'}: 0 files for COCO image "
+        "4; the release has exactly one")
