@@ -51,6 +51,20 @@ def test_values_copy_would_refuse(declared: str, good: list[str], bad: list[str]
     assert source_tables.invalid(pd.Series(bad), ctype).all()
 
 
+def test_parquet_columns_become_the_text_copy_reads() -> None:
+    """Typed Parquet columns (as pandas reads them) → the canonical text: timestamps ISO with a
+    space, integer columns stored as floats (nullable ints) without ``.0``, NULL = ""."""
+    def text(values: pd.Series, declared: str) -> list[str]:
+        return source_tables._as_text(values, parse_type(declared)).tolist()
+
+    stamps = pd.Series(pd.to_datetime(["2150-01-01 10:00:00", None]))
+    assert text(stamps, "TIMESTAMP(0)") == ["2150-01-01 10:00:00", ""]
+    assert text(pd.Series([20000001.0, float("nan")]), "INTEGER") == ["20000001", ""]
+    assert text(pd.Series([1.5, float("nan")]), "DOUBLE PRECISION") == ["1.5", ""]
+    assert text(pd.Series(pd.array([True, None], dtype="boolean")), "BOOLEAN") == ["true", ""]
+    assert text(pd.Series(["F", None]), "CHAR(1)") == ["F", ""]
+
+
 def _empty_layout(root: Path) -> Path:
     """Every study-database table as a header-only file of the release layout."""
     for table in schema.TABLES:
