@@ -154,3 +154,16 @@ def test_prepare_command_refuses_a_wrong_layout(topcow_release: Path, tmp_path: 
     assert not (tmp_path / "pool").exists()
     unknown = _cli("--task", "ldct-iqa", "--from", str(rel))
     assert unknown.exit_code == 2 and "no release reader for 'ldct-iqa'" in unknown.stderr
+
+
+def test_every_card_has_a_release_reader() -> None:
+    """The 20 cards each have one of the 10 family readers, with a layout and the release's
+    data terms; an unknown family name lists the registered ones."""
+    from tasks_lib.challenge.card import list_challenges
+    from tasks_lib.challenge.prepare.readers import READERS, reader_for
+
+    families = {c: reader_for(c).family for c in list_challenges()}
+    assert len(families) == 20 and len(set(families.values())) == 10
+    assert all(reader_for(c).layouts[c].terms for c in families)
+    with pytest.raises(KeyError, match="unknown release reader 'nope'; known release readers: "):
+        READERS.get("nope")
