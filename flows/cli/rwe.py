@@ -107,7 +107,8 @@ def _check_sources(ids: list[str] | None, from_tables: str | None, from_db: str 
 def _database_name(url: str, server: str) -> str:
     """The ``--from-db`` database's name, checked to be on the study server (the flow gets the
     name: no credential in its parameters)."""
-    from tasks_lib.rwe.source_db import check_on_study_server, database_of
+    from tasks_lib.rwe.source_db import check_mark, check_on_study_server, database_of
 
     check_on_study_server(url, server)
+    check_mark(server, database_of(url))
     return database_of(url)

@@ -146,20 +146,34 @@ def fingerprint(url: str, wanted: needs.Needs) -> tuple[str, dict[str, str], dic
     return hashlib.sha256(whole).hexdigest(), tables, rows
 
 
-def mark(server_url: str, name: str, digest: str) -> None:
-    """Record ``digest`` as the database's comment (refused over a comment not medflows')."""
+def check_mark(server_url: str, name: str) -> None:
+    """Refuse a database whose comment medflows may not replace: a comment of the user's own,
+    or the mark of a generated EHR (``rwe_<hash>``: published pools use it as it is)."""
     conn = load._admin(server_url)
     try:
         with conn.cursor() as cur:
             found = load.recorded_hash(cur, name)
-            if found == "":
-                cur.execute("SELECT coalesce(shobj_description(oid, 'pg_database'), '') "
-                            "FROM pg_database WHERE datname = %s", (name,))
-                row = cur.fetchone()
-                if row and row[0]:
-                    raise InputDataError(f"database {name}", "it has a comment of its own; "
-                                         "medflows records the data's fingerprint there: "
-                                         f"COMMENT ON DATABASE {name} IS NULL, then build again")
+            cur.execute("SELECT coalesce(shobj_description(oid, 'pg_database'), '') "
+                        "FROM pg_database WHERE datname = %s", (name,))
+            row = cur.fetchone()
+    finally:
+        conn.close()
+    if found == "" and row and row[0]:
+        raise InputDataError(f"database {name}", "it has a comment of its own; medflows "
+                             "records the data's fingerprint there: COMMENT ON DATABASE "
+                             f"{name} IS NULL, then build again")
+    if found and name == f"rwe_{found[:16]}":
+        raise InputDataError(f"database {name}", "it holds a generated EHR that published "
+                             "pools use; build those with --seed, --from-db takes a mimic-code "
+                             "database")
+
+
+def mark(server_url: str, name: str, digest: str) -> None:
+    """Record ``digest`` as the database's comment (:func:`check_mark` first)."""
+    check_mark(server_url, name)
+    conn = load._admin(server_url)
+    try:
+        with conn.cursor() as cur:
             cur.execute(sql.SQL("COMMENT ON DATABASE {} IS {}").format(
                 sql.Identifier(name), sql.Literal(load.MARK + digest)))
     finally:

@@ -162,6 +162,35 @@ def test_from_db_refuses_a_database_lacking_what_the_studies_read(mimic_5432: st
     assert "prescriptions.starttime" in out.output
 
 
+def test_from_db_keeps_comments_it_does_not_own(mimic_5432: str) -> None:
+    """The fingerprint goes into the database comment: not over the user's own comment, and
+    never on a generated EHR's database (its pools would stop matching)."""
+    from tests.tasks_lib.rwe.ehr_db import ADMIN
+
+    name = mimic_5432.rsplit("/", 1)[1]
+    conn = psycopg2.connect(**load.dsn(ADMIN))
+    conn.autocommit = True
+    generated = "rwe_" + "ab" * 8
+    try:
+        with conn.cursor() as cur:
+            cur.execute(f"COMMENT ON DATABASE {name} IS 'our MIMIC-IV 3.1'")
+            with pytest.raises(InputDataError, match="has a comment of its own"):
+                source_db.mark(ADMIN, name, "f" * 64)
+            cur.execute(f"COMMENT ON DATABASE {name} IS NULL")
+            source_db.mark(ADMIN, name, "f" * 64)
+            cur.execute(f"DROP DATABASE IF EXISTS {generated}")
+            cur.execute(f"CREATE DATABASE {generated}")
+            cur.execute(f"COMMENT ON DATABASE {generated} IS '{load.MARK}{'ab' * 32}'")
+            with pytest.raises(InputDataError, match="holds a generated EHR"):
+                source_db.check_mark(ADMIN, generated)
+            cur.execute(f"SELECT shobj_description(oid, 'pg_database') FROM pg_database "
+                        f"WHERE datname = '{name}'")
+            assert cur.fetchone()[0] == load.MARK + "f" * 64
+    finally:
+        load.drop_database(ADMIN, generated)
+        conn.close()
+
+
 def _same_reference(pool_url: str) -> None:
     """The pool at ``pool_url`` has the generated pool's studies, MCQ keys, printed values and
     reference cohorts (byte for byte)."""
