@@ -293,14 +293,20 @@ def test_mimic_code_concepts_on_generated_base_tables_agree_with_the_generator(
     from sqlalchemy import create_engine
 
     from tasks_lib.rwe import concepts, ehr
+    from tests.tasks_lib.rwe.ehr_db import ADMIN
     from tests.tasks_lib.rwe.mimic_db import fill
 
     csvs = ehr.table_csvs(ehr.generate(0, 1000))
-    fill(mimic_5432, {t: b for t, b in csvs.items() if not t.startswith("mimiciv_derived.")})
     built = ["mimiciv_derived.age", "mimiciv_derived.icustay_detail",
              "mimiciv_derived.first_day_lab"]
+    fill(mimic_5432, {t: b for t, b in csvs.items() if t not in built})  # chart-based: given
     assert source_db.missing_buildable(mimic_5432, ANALYSES.names()) == sorted(built[1:])
-    assert concepts.build(mimic_5432, built)[-1] == "firstday/first_day_lab.sql"
+    with pytest.raises(InputDataError, match="add --build-concepts"):
+        source_db.check_database(mimic_5432, ANALYSES.names())
+    name = mimic_5432.rsplit("/", 1)[1]
+    loaded = source_db.use_database(name, ADMIN, ANALYSES.names(), build_concepts=True)
+    assert loaded.reused and loaded.rows["mimiciv_derived.first_day_lab"] == 745
+    assert concepts.build(mimic_5432, built[:1]) == ["demographics/age.sql"]
     engine = create_engine(mimic_5432)
 
     def both(table: str, key: str) -> tuple[pd.DataFrame, pd.DataFrame]:
