@@ -231,7 +231,8 @@ def prepare_cmd(
     from tasks_lib.challenge.prepare.readers import reader_for
     from tasks_lib.imaging.pool import read_manifest
 
-    reader_for(task).cases(load_challenge(task), from_dir)  # refuse a wrong layout up front
+    card = load_challenge(task)
+    reader_for(task).cases(card, from_dir)  # refuse a wrong layout before the flow starts
     manifest = construct_challenge(task, location(out) if out else None,
                                    audit_override=audit_override,
                                    release=str(from_dir.resolve()))

@@ -154,5 +154,5 @@ def reader_for(challenge: str) -> FamilyReader:
         if challenge in reader.layouts:
             return reader
     known = sorted(c for n in READERS for c in READERS.get(n).layouts)
-    raise InputDataError("--task", f"no release reader for {challenge!r} yet; prepared "
+    raise InputDataError("--task", f"no release reader for {challenge!r}; prepared "
                                    f"challenges: {', '.join(known)}")

@@ -152,8 +152,9 @@ def test_prepare_command_refuses_a_wrong_layout(topcow_release: Path, tmp_path: 
                              "official release layout has antpos_edges_labelsTr/"
                              "topcow_ct_{id}.yml\n")
     assert not (tmp_path / "pool").exists()
-    unknown = _cli("--task", "ldct-iqa", "--from", str(rel))
-    assert unknown.exit_code == 2 and "no release reader for 'ldct-iqa'" in unknown.stderr
+    unknown = _cli("--task", "nope", "--from", str(rel))
+    assert unknown.exit_code == 2 and unknown.stderr.startswith("error: unknown challenge 'nope'")
+    assert "topcow-track1-task3" in unknown.stderr and unknown.stderr.count("\n") == 1
 
 
 def test_every_card_has_a_release_reader() -> None:
