@@ -69,14 +69,15 @@ SYNTHETIC_VALIDATION = ("a validation split (other case ids' images, a sample su
 
 def brief(card: TaskSpec, test: CaseFolders, validation: CaseFolders,
           kind: str = "synthetic case", note: str = SYNTHETIC_NOTE,
-          validation_text: str = SYNTHETIC_VALIDATION) -> str:
+          validation_text: str = SYNTHETIC_VALIDATION,
+          inputs_text: str = "the test inputs, one per case id below") -> str:
     """The public brief: the task, the layout, where things are and how to self-check."""
     sub = layout(card)
     cols = ", ".join([sub.id_column, *sub.value_columns, *([sub.file_column]
                                                             if sub.file_column else [])])
     return (
         f"# {card.title} ({kind})\n\n{card.description.strip()}\n\n{note}\n\n"
-        "## Inputs\n\n- `/public/images/`: the test inputs, one per case id below.\n"
+        f"## Inputs\n\n- `/public/images/`: {inputs_text}.\n"
         f"- `/public/validation/`: {validation_text}.\n\n"
         f"## Submission layout\n\n{sub.description.strip()}\n\nWrite "
         f"`/workspace/submission/submission.csv` with columns {cols} (one row per test case; "
@@ -189,15 +190,19 @@ def publish_prepared_pool(task_id: str, release: Path,
     card = load_challenge(task_id)
     with tempfile.TemporaryDirectory(prefix="medflows-prepare-") as tmp:
         test, train = prepare_release(card, release, Path(tmp))
-        text = brief(card, test, train, "official release", REAL_NOTE, REAL_VALIDATION)
+        text = brief(card, test, train, "official release", REAL_NOTE, REAL_VALIDATION,
+                     REAL_INPUTS)
         arts = split_artifacts(card, test, train, Path(tmp), text)
-    return _publish(card, arts, _cases(test, test.origins), out)
+        cases = _cases(test, test.origins)
+    return _publish(card, arts, cases, out)
 
 
 REAL_NOTE = ("**Official release:** the challenge's own images and labels, split as ReX-MLE "
              "splits them (80 % public for training, 20 % held out as the test cases), so the "
              "leaderboard placement uses the organisers' data (on a held-out part of their "
              "training release, not their hidden test set).")
+REAL_INPUTS = ("the test inputs, named after the case ids below (`<case>.<ext>`, or "
+               "`<case>_<channel>.<ext>` for a challenge with several inputs per case)")
 REAL_VALIDATION = ("the training split (ReX-MLE's public 80 %): its inputs under `images/`, its "
                    "labels in the submission layout under `reference/` (`test_labels.csv` and "
                    "the files it names) and a format example under `sample_submission/`")

@@ -73,6 +73,7 @@ def prepare_release(card: TaskSpec, root: Path, work: Path) -> tuple[PreparedSpl
                                                                      PreparedSplit]:
     """The release under ``root`` as (test, train) splits written under ``work``."""
     reader = reader_for(card.task_id)
-    train, test = reader.split(card, reader.cases(card, root), root)
+    train, test = (sorted(split, key=lambda c: c.case_id)
+                   for split in reader.split(card, reader.cases(card, root), root))
     return (write_split(card, reader, test, root, work / "test"),
             write_split(card, reader, train, root, work / "train"))

@@ -16,6 +16,8 @@ def prepare(task_id: str, release: Path, out: Path) -> Path:
 
     url, manifest = publish_prepared_pool(task_id, release, str(out))
     assert all(c.origin.startswith("official release: ") for c in manifest.cases)
+    assert all((Path(url) / "public" / c.image).is_file() for c in manifest.cases if c.image)
+    assert all(c.image for c in manifest.cases)
     return Path(url)
 
 
