@@ -31,11 +31,33 @@ from tasks_lib.redaction import redact, redact_data, secret_values
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 
-__all__ = ["CaseScore", "RunRecord", "ScoreCard", "ValidationFailure", "ValidationReport"]
+__all__ = ["CaseScore", "RunRecord", "ScoreCard", "StageUse", "ValidationFailure",
+           "ValidationReport"]
 
 RUN_JSON = "run.json"
 SUBMISSION = "submission"
 TRACE = "trace"
+
+
+UNATTRIBUTED = "unattributed"
+"""Telemetry key of the time and calls before an agent named its first stage."""
+
+
+class StageUse(Frozen):
+    """What a research cell spent in one stage (S1–S5 as the agent declared them, or
+    :data:`UNATTRIBUTED`): :mod:`tasks_lib.harness.telemetry`."""
+
+    seconds: float = Field(default=0.0, description="Wall time in the stage.")
+    model_calls: int = Field(default=0, description="Model calls answered.")
+    input_tokens: int = Field(default=0, description="Input tokens of those calls.")
+    output_tokens: int = Field(default=0, description="Output tokens.")
+    cost_usd: float | None = Field(default=0.0, description="USD (None: a call was unpriced).")
+    executions: int = Field(default=0, description="Code executions (tool-loop agents).")
+    errors: int = Field(default=0, description="Failed model calls, refused requests and "
+                        "executions that exited non-zero or at their cap.")
+    gpu_util_pct: float | None = Field(default=None, description="Mean GPU utilisation over "
+                                       "the stage's samples (None: no GPU was lent).")
+    gpu_memory_mb: float | None = Field(default=None, description="Peak GPU memory used.")
 
 
 class RunRecord(Frozen):
@@ -72,6 +94,10 @@ class RunRecord(Frozen):
                             "sandbox had (setting sandbox_gpus).")
     image: str | None = Field(default=None, description="The container image an external "
                               "agent brought and ran in (None: medflows' environment).")
+    telemetry: dict[str, StageUse] = Field(
+        default_factory=dict, description="A research cell's use per stage (s1–s5 as the agent "
+        "declared them, 'unattributed' before its first): time, calls, tokens, cost, "
+        "executions, errors and, with a GPU lent, its use (empty: not a research cell).")
     limits: dict[str, float] | None = Field(
         default=None, description="A research cell's caps: wall_time_s, max_steps, "
         "exec_timeout_s and max_cost_usd when set (None: not a research cell, or recorded "

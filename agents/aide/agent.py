@@ -24,13 +24,19 @@ unchanged), driven step by step as ``aide.Experiment.run`` does.
   out the wall clock.
 - Records: AIDE's journal, best solution and tree plot under ``$MEDFLOWS_WORKSPACE/aide/logs``;
   the best node's plan as ``plan.md`` (what the S1 judge reads).
+- Stages (the run's per-stage telemetry, ``$MEDFLOWS_STAGE_URL``): S2 while AIDE's workspace is
+  prepared, S1 for its drafting steps (a plan and a first script each, ``search.num_drafts``),
+  S3 for its improve and debug steps (each judged by its validation metric), S5 at the end.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 START = time.monotonic()
@@ -103,6 +109,18 @@ def produced(working: Path) -> Path | None:
     return None
 
 
+def enter(stage: str) -> None:
+    """Tell the run's proxy which stage AIDE is in (telemetry only: a failure is printed)."""
+    request = urllib.request.Request(
+        os.environ["MEDFLOWS_STAGE_URL"], data=json.dumps({"stage": stage}).encode(),
+        headers={"Authorization": f"Bearer {os.environ['OPENAI_API_KEY']}",
+                 "Content-Type": "application/json"}, method="POST")
+    try:
+        urllib.request.urlopen(request, timeout=10).close()
+    except (urllib.error.URLError, OSError) as exc:
+        print(f"could not declare stage {stage}: {exc}", flush=True)
+
+
 def keep(folder: Path) -> None:
     """Make ``folder`` the run's submission."""
     staging = SUBMISSION.with_name(SUBMISSION.name + ".next")
@@ -113,6 +131,7 @@ def keep(folder: Path) -> None:
 
 
 def main() -> None:
+    enter("s2")
     cfg = configure()
     task_desc = load_task_desc(cfg)
     prep_agent_workspace(cfg)
@@ -133,6 +152,7 @@ def main() -> None:
             if left < cfg.exec.timeout + MARGIN_S and step > 0:
                 print(f"stopping before step {step + 1}: {left:.0f} s left")
                 break
+            enter("s1" if len(journal.draft_nodes) < cfg.agent.search.num_drafts else "s3")
             try:
                 agent.step(exec_callback=execute)
             except openai.RateLimitError as exc:
@@ -152,6 +172,7 @@ def main() -> None:
                                                    encoding="utf-8")
     finally:
         interpreter.cleanup_session()
+    enter("s5")
     if kept is None:
         print("no step produced a valid submission")
     else:

@@ -33,11 +33,12 @@ from tasks_lib.harness.external import external_image, external_limits, run_exte
 from tasks_lib.harness.loop import AgentLoop, LoopEnd, LoopLimits
 from tasks_lib.harness.messages import Role
 from tasks_lib.harness.policies import LiteLLMPolicy, Policy
+from tasks_lib.harness.telemetry import loop_telemetry, proxy_telemetry
 from tasks_lib.harness.trace import WORKSPACE, EventKind, TraceRecorder
 from tasks_lib.llm_cache import call_journal, write_journal
 from tasks_lib.pricing import price_snapshot
 from tasks_lib.proxy.meter import ProxyMeter
-from tasks_lib.records import SUBMISSION, TRACE, runs_store
+from tasks_lib.records import SUBMISSION, TRACE, StageUse, runs_store
 from tasks_lib.sandbox.base import (
     ContainerImage,
     SandboxBackend,
@@ -45,7 +46,7 @@ from tasks_lib.sandbox.base import (
     Violation,
     ViolationKind,
 )
-from tasks_lib.sandbox.devices import cell_cache, cell_gpus
+from tasks_lib.sandbox.devices import GpuSampler, cell_cache, cell_gpus
 from tasks_lib.sandbox.docker_backend import image_name
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
 from tasks_lib.sandbox.lease import Lease
@@ -115,6 +116,8 @@ class Execution(Frozen):
     proxy: ProxyMeter | None = Field(default=None, description="The run's model-proxy meter "
                                      "(external agents): its totals are the run's turns, "
                                      "tokens and cost.")
+    telemetry: dict[str, StageUse] = Field(default_factory=dict, description="Use per stage "
+                                           "(tasks_lib.harness.telemetry).")
 
 
 class StageScores(Frozen):
@@ -252,9 +255,11 @@ def _run_agent(plan: CellPlan, env: Environment, recorder: TraceRecorder, lease:
                ) -> tuple[Execution, Path | None]:
     """The agent's run inside the environment's session (its services stop when it ends);
     the execution with every violation, and where its submission is to be copied from."""
-    with env.session(plan) as session:
+    with env.session(plan) as session, GpuSampler(plan.gpus) as gpu:
         if plan.agent.harness is Harness.EXTERNAL:
             execution = _external(plan, session, recorder, lease)
+            telemetry = proxy_telemetry(execution.proxy, execution.wall_time_s, gpu.samples) \
+                if execution.proxy is not None else {}
         else:
             policy = make_policy(plan, session)
             sandbox = sandbox_class(plan.backend)(session.cell_sandbox(), lease=lease)
@@ -262,6 +267,8 @@ def _run_agent(plan: CellPlan, env: Environment, recorder: TraceRecorder, lease:
                 execution = _drive(session.loop(policy, sandbox, recorder), session, recorder)
             finally:
                 sandbox.close()
+            telemetry = loop_telemetry(recorder.events, execution.model, gpu.samples)
+    execution = execution.model_copy(update={"telemetry": telemetry})
     late = session.finish(execution, recorder)
     if late:
         violations = [*execution.violations, *late]

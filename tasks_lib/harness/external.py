@@ -30,6 +30,7 @@ from tasks_lib.harness.loop import LoopEnd, LoopLimits
 from tasks_lib.harness.messages import ChatMessage, Role
 from tasks_lib.harness.trace import EventKind, TraceRecorder
 from tasks_lib.proxy import ProxyConfig, ProxyMeter, proxied, serve_proxy
+from tasks_lib.proxy.sandbox import PROXY_PORT
 from tasks_lib.sandbox.base import (
     SAFE_PATH,
     ContainerImage,
@@ -85,6 +86,7 @@ def contract_env(plan: CellPlan, alias: str, budget_s: float) -> dict[str, str]:
     return {"MEDFLOWS_BRIEF": f"{INPUT_DIR}/{BRIEF}", "MEDFLOWS_PUBLIC": "/public",
             "MEDFLOWS_WORKSPACE": "/workspace", "MEDFLOWS_SUBMISSION": SUBMISSION_DIR,
             "MEDFLOWS_MODEL": alias, "MEDFLOWS_PROVIDER_MODEL": plan.agent.model,
+            "MEDFLOWS_STAGE_URL": f"http://127.0.0.1:{PROXY_PORT}/v1/medflows/stage",
             "MEDFLOWS_BUDGET_S": str(int(budget_s)),
             "MEDFLOWS_MAX_STEPS": str(plan.limits.max_turns),
             "MEDFLOWS_EXEC_TIMEOUT_S": str(int(min(plan.limits.exec_timeout_s, budget_s))),
@@ -162,11 +164,14 @@ def _status(result: ExecResult, violations: list[Violation], meter: ProxyMeter
 
 def _record_calls(recorder: TraceRecorder, meter: ProxyMeter, models: dict[str, str]) -> None:
     """One ``model_turn`` event per call the agent made through the proxy (turn = its number;
-    the meter logs the first ``MAX_CALLS``), a ``host`` event of the totals of each model, and
-    the refusals."""
+    the meter logs the first ``MAX_CALLS``), a ``host`` event per stage the agent declared, one
+    of the totals of each model, and the refusals."""
     for n, call in enumerate(meter.calls, 1):
         recorder.event(EventKind.MODEL_TURN, n, via="proxy",
                        provider_model=models.get(call.model), **call.model_dump())
+    for mark in meter.stages:
+        recorder.event(EventKind.HOST, len(meter.calls) or 1, via="proxy", stage=mark.stage,
+                       at_s=mark.at_s)
     for alias, usage in meter.models.items():
         recorder.event(EventKind.HOST, len(meter.calls) or 1, proxy_model=alias,
                        **usage.model_dump())

@@ -27,6 +27,7 @@ from tasks_lib.harness.messages import (
     Role,
     ToolCall,
     ToolName,
+    declared_stage,
     parse_execute,
 )
 from tasks_lib.harness.policies import Policy
@@ -142,9 +143,10 @@ class AgentLoop:
         self.tokens[0] += reply.prompt_tokens
         self.tokens[1] += reply.completion_tokens
         self._say(Role.ASSISTANT, reply.content, tool_calls=reply.tool_calls)
+        stage = next((s for s in map(declared_stage, reply.tool_calls[:1]) if s), None)
         self.recorder.event(EventKind.MODEL_TURN, turn, prompt_tokens=reply.prompt_tokens,
                             completion_tokens=reply.completion_tokens, truncated=reply.truncated,
-                            n_tool_calls=len(reply.tool_calls))
+                            n_tool_calls=len(reply.tool_calls), stage=stage)
 
     def _spent(self, turn: int) -> bool:
         """The run's cost cap is reached (its tokens so far at the price snapshot's price; an
@@ -195,7 +197,8 @@ class AgentLoop:
         self.recorder.event(EventKind.TOOL_EXEC, turn, language=args.language.value,
                             exit_code=result.exit_code, timed_out=result.timed_out,
                             duration_s=round(result.duration_s, 3), monitored=result.monitored,
-                            limits_hit=",".join(result.limits_hit) or None)
+                            limits_hit=",".join(result.limits_hit) or None,
+                            stage=None if args.stage is None else args.stage.value)
         workspace = next((m.host for m in spec.mounts if m.writable), None)
         harmless = ("/public", "/tmp", "/usr", "/bin", "/lib", "/lib64", *spec.runtime)
         after = scan_result(result, spec) + (scan_workspace(workspace, harmless) if workspace

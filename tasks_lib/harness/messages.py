@@ -6,9 +6,9 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 
-from tasks_lib.domain import Frozen
+from tasks_lib.domain import Frozen, Stage
 from tasks_lib.sandbox.base import Language
 
 
@@ -35,7 +35,11 @@ TOOLS: list[dict[str, Any]] = [
                        "/public). Returns exit code, stdout and stderr.",
         "parameters": {"type": "object", "properties": {
             "language": {"type": "string", "enum": [m.value for m in Language]},
-            "code": {"type": "string", "description": "The code to run."}},
+            "code": {"type": "string", "description": "The code to run."},
+            "stage": {"type": "string", "enum": [m.value for m in Stage],
+                      "description": "Optional: the workflow stage this step serves (s1 plan, "
+                                     "s2 setup, s3 validate, s4 inference, s5 submit); "
+                                     "recorded for the run's per-stage telemetry."}},
             "required": ["language", "code"]}}},
     {"type": "function", "function": {
         "name": ToolName.SUBMIT_RESULTS.value,
@@ -63,6 +67,27 @@ class ExecuteArgs(Frozen):
 
     language: Language = Field(description="python or bash.")
     code: str = Field(description="Code to run.")
+    stage: Stage | None = Field(default=None, description="The stage the agent says the step "
+                                "serves (telemetry only; None: not said).")
+
+    @field_validator("stage", mode="before")
+    @classmethod
+    def _lower(cls, value: object) -> object:
+        return value.lower() if isinstance(value, str) else value
+
+
+def declared_stage(call: ToolCall) -> str | None:
+    """The stage a tool call names: ``submit_results`` is S5; ``execute_code`` its ``stage``
+    argument (None: none, or arguments that do not parse)."""
+    if call.name == ToolName.SUBMIT_RESULTS:
+        return Stage.S5.value
+    if call.name != ToolName.EXECUTE_CODE:
+        return None
+    try:
+        stage = parse_execute(call).stage
+    except BadToolCall:
+        return None
+    return None if stage is None else stage.value
 
 
 class BadToolCall(ValueError):

@@ -7,6 +7,7 @@ A new harness implements :class:`Policy`; the loop in :mod:`tasks_lib.harness.lo
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from typing import Any, Protocol
 
@@ -67,6 +68,9 @@ class LiteLLMPolicy:
         )
 
 
+_STAGE = re.compile(r"(S[1-5]):")
+
+
 class ScriptedPolicy:
     """Replays a fixed list of ``(thought, language, code)`` steps, then submits.
 
@@ -86,6 +90,8 @@ class ScriptedPolicy:
             return AgentTurn(content="Submitting.", tool_calls=[ToolCall(
                 call_id=f"call_{index}", name=ToolName.SUBMIT_RESULTS.value, arguments="{}")])
         thought, language, code = self.steps[index]
-        args = json.dumps({"language": language, "code": code})
+        named = _STAGE.match(thought)  # "S3: pilot on …" serves S3
+        args = json.dumps({"language": language, "code": code,
+                           **({"stage": named.group(1).lower()} if named else {})})
         return AgentTurn(content=thought, tool_calls=[ToolCall(
             call_id=f"call_{index}", name=ToolName.EXECUTE_CODE.value, arguments=args)])

@@ -12,7 +12,15 @@ from tasks_lib.harness.cell import CellPlan, Execution, StageScores
 from tasks_lib.harness.environment import PoolRef
 from tasks_lib.harness.trace import CONVERSATION, EVENTS
 from tasks_lib.pricing import price_snapshot
-from tasks_lib.records import SUBMISSION, TRACE, RunRecord, ScoreCard, card_key, run_store
+from tasks_lib.records import (
+    SUBMISSION,
+    TRACE,
+    RunRecord,
+    ScoreCard,
+    StageUse,
+    card_key,
+    run_store,
+)
 
 
 class CellReport(Frozen):
@@ -39,6 +47,8 @@ class CellReport(Frozen):
     input_tokens: int = Field(description="Input tokens.")
     output_tokens: int = Field(description="Output tokens.")
     cost_usd: float | None = Field(description="Cost from the price snapshot (None: unpriced).")
+    telemetry: dict[str, StageUse] = Field(default_factory=dict, description="Use per stage "
+                                           "(the run record's telemetry).")
     trace_url: str = Field(description="trace.jsonl location.")
     conversation_url: str = Field(description="conversation.json location.")
     submission_url: str = Field(description="Stored submission folder.")
@@ -73,7 +83,7 @@ def run_record(plan: CellPlan, execution: Execution, pool: PoolRef) -> RunRecord
         wall_time_s=round(execution.wall_time_s, 3), input_tokens=execution.input_tokens,
         output_tokens=execution.output_tokens, cost_usd=cost(execution),
         sandbox=plan.backend.value, limits=plan.limits.recorded(), gpus=plan.gpus,
-        image=plan.image_name,
+        image=plan.image_name, telemetry=execution.telemetry,
         judge_model=plan.judge_model,
         end=None if execution.end is None else execution.end.value,
         violations=[f"{v.kind.value}: {v.evidence}" for v in execution.violations],
@@ -114,7 +124,7 @@ def build_report(run: RunRecord, card: ScoreCard | None) -> CellReport:
         metrics=sc.metrics, error_codes=sc.error_codes, dominant_error=sc.dominant_error,
         judge_errors=sc.judge_errors, violations=run.violations, turns=run.turns or 0,
         wall_time_s=run.wall_time_s or 0.0, input_tokens=run.input_tokens or 0,
-        output_tokens=run.output_tokens or 0, cost_usd=run.cost_usd,
+        output_tokens=run.output_tokens or 0, cost_usd=run.cost_usd, telemetry=run.telemetry,
         trace_url=where.url(f"{TRACE}/{EVENTS}"),
         conversation_url=where.url(f"{TRACE}/{CONVERSATION}"),
         submission_url=where.url(SUBMISSION),

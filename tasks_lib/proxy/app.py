@@ -1,4 +1,6 @@
-"""The proxy's HTTP face: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``.
+"""The proxy's HTTP face: OpenAI's ``POST /v1/chat/completions`` and ``GET /v1/models``, and
+``POST /v1/medflows/stage`` (``{"stage": "s2"}``: the agent says which of S1–S5 it is in, for
+the run's per-stage telemetry, :mod:`tasks_lib.harness.telemetry`).
 
 Every request carries the run's proxy token (``Authorization: Bearer <token>``), never a
 provider key. A chat request is checked (allowed model, supported parameters, size), priced
@@ -31,6 +33,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from starlette.concurrency import run_in_threadpool
 
+from tasks_lib.domain import Stage
 from tasks_lib.llm import Completion, LiteLLMCompletion
 from tasks_lib.llm_limits import estimate_tokens
 from tasks_lib.proxy.config import ProxyConfig
@@ -47,6 +50,8 @@ IGNORED = frozenset({"model", "messages", "user", "metadata", "store", "stream",
 """Accepted but not forwarded: the model and messages (handled), bookkeeping fields that ask
 nothing of the model, and ``stream``/``n`` at their defaults (other values are refused)."""
 MAX_ERROR_CHARS = 2000
+STAGES = tuple(s.value for s in Stage)
+"""What ``POST /v1/medflows/stage`` takes (the run's per-stage telemetry)."""
 """Longest provider error message passed on."""
 
 
@@ -155,6 +160,22 @@ def build_app(config: ProxyConfig, door: LiteLLMCompletion, meter: Meter, token:
         return JSONResponse({"object": "list", "data": [
             {"id": name, "object": "model", "created": 0, "owned_by": "medflows"}
             for name in sorted(config.models)]})
+
+    @app.post("/v1/medflows/stage")
+    async def stage(request: Request) -> JSONResponse:
+        if not authorized(request):
+            return bad_token()
+        raw = await _read(request, 1024)
+        try:
+            named = str(json.loads(raw or b"")["stage"]).lower()
+        except (UnicodeDecodeError, json.JSONDecodeError, KeyError, TypeError):
+            named = ""
+        if named not in STAGES:
+            meter.refuse(Refusal.REJECTED)
+            return error(400, f'send {{"stage": "s1"}} … {{"stage": "s5"}} '
+                              f"({', '.join(STAGES)})", "invalid_request_error", param="stage")
+        meter.enter(named)
+        return JSONResponse({"stage": named})
 
     @app.post("/v1/chat/completions")
     async def chat(request: Request) -> JSONResponse:

@@ -96,6 +96,13 @@ class ProxyCall(Frozen):
                                                     "with an identical request in flight.")
 
 
+class StageMark(Frozen):
+    """The agent said it entered a stage (``POST /v1/medflows/stage``)."""
+
+    at_s: float = Field(description="Seconds from the proxy's start.")
+    stage: str = Field(description="s1 … s5.")
+
+
 class ProxyMeter(Frozen):
     """Everything one run's model proxy served and refused."""
 
@@ -110,6 +117,8 @@ class ProxyMeter(Frozen):
     rejected: int = Field(description="Malformed or unsupported requests (HTTP 400/413).")
     calls: list[ProxyCall] = Field(default_factory=list, description=f"The requests one by "
                                    f"one, in order (the first {MAX_CALLS}).")
+    stages: list[StageMark] = Field(default_factory=list, description="The stages the agent "
+                                    f"declared, in order (the first {MAX_CALLS}).")
 
     def onto(self, record: RunRecord) -> RunRecord:
         """``record`` with the proxy's calls as its turns, tokens, cost and cache hits (a run
@@ -135,6 +144,7 @@ class Meter:
         self._reserved = 0.0
         self._refused: Counter[Refusal] = Counter()
         self._calls: list[ProxyCall] = []
+        self._stages: list[StageMark] = []
         self._started = time.monotonic()
         self._lock = threading.Lock()
 
@@ -188,6 +198,13 @@ class Meter:
                 completion_tokens=reply.completion_tokens, cost_usd=cost_usd,
                 new_cost_usd=0.0 if reply.cached else cost_usd))
 
+    def enter(self, stage: str) -> None:
+        """Record that the agent entered ``stage`` (now)."""
+        with self._lock:
+            if len(self._stages) < MAX_CALLS:
+                self._stages.append(StageMark(
+                    at_s=round(time.monotonic() - self._started, 3), stage=stage))
+
     def refuse(self, why: Refusal) -> None:
         """Count a request refused before any model was asked."""
         with self._lock:
@@ -206,4 +223,5 @@ class Meter:
                 run_id=self.run_id, max_cost_usd=self.max_cost_usd, budget_spent=spent,
                 models=models, total=total, refused_model=self._refused[Refusal.MODEL],
                 unauthorized=self._refused[Refusal.UNAUTHORIZED],
-                rejected=self._refused[Refusal.REJECTED], calls=list(self._calls))
+                rejected=self._refused[Refusal.REJECTED], calls=list(self._calls),
+                stages=list(self._stages))

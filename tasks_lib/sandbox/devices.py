@@ -11,12 +11,19 @@ research cells get them alike.
 - **GPUs**: the NVIDIA device files (``/dev/nvidia0`` …, ``nvidiactl``, ``nvidia-uvm``) are
   passed through at the same path (bubblewrap ``--dev-bind``; Docker ``devices``); the driver's
   libraries come with the host's ``/usr``, which both backends bind read-only. The run record
-  lists the devices a run had (``gpus``).
+  lists the devices a run had (``gpus``), and while the agent runs :class:`GpuSampler` reads
+  the host's ``nvidia-smi`` every few seconds: the run's per-stage telemetry has the mean
+  utilisation and peak memory of each stage (:mod:`tasks_lib.harness.telemetry`).
 """
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+import threading
+import time
 from pathlib import Path
+from typing import NamedTuple
 
 from tasks_lib.errors import InputDataError
 from tasks_lib.sandbox.base import Mount, SandboxSpec
@@ -76,3 +83,70 @@ def lend(spec: SandboxSpec, cache: Path | None, gpus: list[str]) -> SandboxSpec:
                 "TORCH_HOME": f"{CACHE_DIR}/torch", "TRANSFORMERS_OFFLINE": "1"}
     return spec.model_copy(update={"mounts": mounts, "env": env,
                                    "devices": [*spec.devices, *gpus]})
+
+
+class GpuSample(NamedTuple):
+    """One reading of the lent GPUs (summed over devices: utilisation averaged)."""
+
+    at_s: float
+    """Seconds from the sampler's start."""
+    util_pct: float
+    memory_mb: float
+
+
+SMI_QUERY = ["--query-gpu=utilization.gpu,memory.used", "--format=csv,noheader,nounits"]
+
+
+def read_gpus(smi: str) -> tuple[float, float] | None:
+    """Mean utilisation (%) and memory used (MiB, summed) of the host's GPUs from
+    ``nvidia-smi`` (None: it failed or printed nothing usable)."""
+    try:
+        out = subprocess.run([smi, *SMI_QUERY], capture_output=True, text=True, timeout=10,
+                             check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = []
+    for line in out.splitlines():
+        parts = [p.strip() for p in line.split(",")]
+        try:
+            rows.append((float(parts[0]), float(parts[1])))
+        except (IndexError, ValueError):
+            continue
+    if not rows:
+        return None
+    return sum(r[0] for r in rows) / len(rows), sum(r[1] for r in rows)
+
+
+class GpuSampler:
+    """Reads the lent GPUs' use every ``interval_s`` on a thread while a run's agent works
+    (a no-op without GPUs or without ``nvidia-smi``). Use as a context manager; ``samples``
+    holds the readings (at most ``cap``)."""
+
+    def __init__(self, gpus: list[str], interval_s: float = 5.0, cap: int = 20_000) -> None:
+        self.smi = shutil.which("nvidia-smi") if gpus else None
+        self.interval_s, self.cap = interval_s, cap
+        self.samples: list[GpuSample] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="medflows-gpu", daemon=True)
+        self._started = time.monotonic()
+
+    def _run(self) -> None:
+        assert self.smi is not None
+        while len(self.samples) < self.cap:
+            found = read_gpus(self.smi)
+            if found is not None:
+                self.samples.append(GpuSample(round(time.monotonic() - self._started, 3),
+                                              *found))
+            if self._stop.wait(self.interval_s):
+                return
+
+    def __enter__(self) -> GpuSampler:
+        self._started = time.monotonic()
+        if self.smi is not None:
+            self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(15)

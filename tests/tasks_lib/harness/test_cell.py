@@ -77,6 +77,16 @@ def _assert_run_folder(run_id: str, evaluator_version: str) -> None:
     record = read_run(run_id)
     assert record.has_trace and record.sandbox == "local" and record.judge_model == "rules"
     assert record.end == "submitted" and record.n_items == 8
+    # per-stage telemetry: the script names S1 (2 steps), S2 (2), S3, S4, S5 (1 each, then
+    # submit_results): every turn and execution lands in its stage, and the stages' time is
+    # the run's
+    use = record.telemetry
+    assert list(use) == ["s1", "s2", "s3", "s4", "s5"]
+    assert [use[s].executions for s in use] == [2, 2, 1, 1, 1]
+    assert [use[s].model_calls for s in use] == [2, 2, 1, 1, 2]
+    assert all(u.errors == 0 and u.cost_usd == 0.0 and u.seconds > 0 for u in use.values())
+    assert use["s4"].seconds > use["s5"].seconds  # inference runs the method on every case
+    assert sum(u.seconds for u in use.values()) <= (record.wall_time_s or 0) + 1
     assert [p.name for p in (folder / "scores").iterdir()] == [
         card_key(evaluator_version).removeprefix("scores/")]
     card = read_card(run_id, evaluator_version)

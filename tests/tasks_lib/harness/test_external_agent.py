@@ -72,6 +72,11 @@ def test_external_agent_cell_is_graded_metered_and_rescored(
         1, meter.total.prompt_tokens, meter.total.completion_tokens, meter.total.cost_usd)
     assert record.input_tokens and record.cost_usd and record.cost_usd > 0
     assert report.cost_usd == record.cost_usd and record.end == "submitted"
+    # per stage: the agent told the proxy S1 before its call and S5 before submitting
+    assert list(record.telemetry) == ["unattributed", "s1", "s5"]
+    assert (record.telemetry["s1"].model_calls, record.telemetry["s1"].cost_usd) == (
+        1, record.cost_usd)
+    assert record.telemetry["s5"].model_calls == record.telemetry["unattributed"].model_calls == 0
 
     # Traced: the agent's output and the proxy's calls.
     trace = Path(report.conversation_url)

@@ -154,6 +154,24 @@ def test_refusals_name_what_was_wrong(provider: FakeOpenAIServer) -> None:
     assert meter.total.calls == 0
 
 
+def test_the_agent_tells_the_proxy_its_stage(provider: FakeOpenAIServer) -> None:
+    """``POST /v1/medflows/stage``: the run's token, one of s1–s5 (any case); the meter keeps
+    the marks in order for the run's per-stage telemetry."""
+    with serve_proxy("proxy-stages", config_for(provider)) as handle:
+        http, auth = handle.http_client(), {"Authorization": f"Bearer {handle.token}"}
+        url = f"{handle.base_url}/medflows/stage"
+        said = [http.post(url, json={"stage": s}, headers=auth) for s in ("s1", "S3")]
+        bad = [http.post(url, json=b, headers=auth) for b in ({"stage": "s6"}, {}, [1])]
+        stranger = http.post(url, json={"stage": "s2"}, headers={"Authorization": "Bearer x"})
+        meter = handle.meter()
+    assert [r.json() for r in said] == [{"stage": "s1"}, {"stage": "s3"}]
+    assert {r.status_code for r in bad} == {400} and stranger.status_code == 401
+    assert "s1, s2, s3, s4, s5" in bad[0].json()["error"]["message"]
+    assert [m.stage for m in meter.stages] == ["s1", "s3"]
+    assert meter.stages[0].at_s <= meter.stages[1].at_s
+    assert (meter.rejected, meter.unauthorized, meter.total.calls) == (3, 1, 0)
+
+
 def test_the_provider_key_reaches_the_provider_and_nothing_else(provider_key: str) -> None:
     raw: list[str] = []
     with FakeOpenAIServer(lambda body: "ok", echo_auth=True) as echoing, \
