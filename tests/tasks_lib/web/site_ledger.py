@@ -65,6 +65,7 @@ def _qa_secrets(pool_url: str) -> list[str]:
 def _traced_run(pool_url: str, answers_from: str) -> str:
     """A run whose submission is a copy of a replay's answers and whose trace is a tool-loop
     conversation recorded by :class:`TraceRecorder`; recorded and scored."""
+    from tasks_lib.harness.telemetry import loop_telemetry
     from tasks_lib.records import RunRecord, read_run
 
     source = read_run(answers_from)
@@ -86,12 +87,13 @@ def _traced_run(pool_url: str, answers_from: str) -> str:
             ChatMessage(role=Role.ASSISTANT, content="Submitted my answers.", at=5.0)):
         recorder.message(message)
     recorder.event(EventKind.RUN_START, 0, model="scripted")
-    recorder.event(EventKind.TOOL_EXEC, 1, exit_code=0, seconds=0.1)
+    recorder.event(EventKind.TOOL_EXEC, 1, exit_code=0, seconds=0.1, stage="s2")
     recorder.write_conversation(ChatMessage(role=Role.USER, content="meta", at=0.0))
     agent = AgentSpec(agent_id=TRACED, harness=Harness.TOOL_LOOP, model="scripted",
                       method="notes")
     record_run(RunRecord.model_validate({
-        **source.model_dump(), "run_id": run_id, "agent": agent.model_dump(), "turns": 2}))
+        **source.model_dump(), "run_id": run_id, "agent": agent.model_dump(), "turns": 2,
+        "telemetry": loop_telemetry(recorder.events, "scripted")}))
     score_one(run_id)
     return run_id
 

@@ -65,8 +65,10 @@ def test_run_page_shows_card_cases_and_the_conversation(client: TestClient,
     assert "Per case (14)" in page and "medqa/" in page
     assert "Events (2)" in page and "answers.jsonl" in page
     assert 'href="../tasks/web-qa.html"' in page
+    assert "<h3>Per stage</h3>" in page and '<tr><th>S2</th><td class="n">' in page
     replay = _get(client, f"/runs/{site.run_ids[0]}.html")
     assert "This run has no trace." in replay and "exact_match" in replay
+    assert "Per stage" not in replay  # no research cell, no stages
 
 
 def test_submitter_page_needs_the_submitters_key(client: TestClient, site: SiteLedger) -> None:
