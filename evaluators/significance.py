@@ -24,7 +24,8 @@ Conventions, stated once:
   difference.
 * **Fewer than** :data:`MIN_ITEMS` items (a challenge cell with one case) → no interval and no
   test, with the reason; never a number computed from one observation.
-* **Holm** (``multipletests(method="holm")``) over a family of tests at level α = 0.05: it
+* **Holm** (``multipletests(method="holm")``'s arithmetic, computed here without its
+  ``gc.collect()``) over a family of tests at level α = 0.05: it
   controls the family-wise error rate; tests without a p value are not in the family.
 * **Stratified** statistics (a macro over strata of items, each stratum counting once whatever
   its size, such as MedBench's task → dimension → overall) resample items *within* each stratum
@@ -215,13 +216,33 @@ def holm(p_values: Sequence[float | None], settings: SignificanceSettings = DEFA
     out: list[Adjusted | None] = [None] * len(p_values)
     if not known:
         return out
-    from statsmodels.stats.multitest import multipletests
+    family = [float(p_values[i]) for i in known]  # type: ignore[arg-type]
+    if settings.correction == "holm":
+        reject, adjusted = _holm(np.asarray(family), settings.alpha)
+    else:
+        from statsmodels.stats.multitest import multipletests
 
-    reject, adjusted, _, _ = multipletests([p_values[i] for i in known], alpha=settings.alpha,
-                                           method=settings.correction)
+        reject, adjusted, _, _ = multipletests(family, alpha=settings.alpha,
+                                               method=settings.correction)
     for i, r, p in zip(known, reject, adjusted, strict=True):
         out[i] = Adjusted(float(p), bool(r))
     return out
+
+
+def _holm(p: np.ndarray, alpha: float) -> tuple[np.ndarray, np.ndarray]:
+    """``multipletests(p, alpha, method="holm")[:2]``, the same arithmetic step by step:
+    statsmodels ends its Holm branch with ``gc.collect()``, a full collection that costs
+    seconds in a process holding a large heap (a report of many cells)."""
+    order = np.argsort(p)
+    ranked = p[order]
+    factors = np.arange(len(p), 0, -1)
+    keep = ranked > alpha / factors
+    first_kept = int(np.nonzero(keep)[0].min()) if keep.any() else len(p)
+    keep[first_kept:] = True
+    adjusted = np.minimum(np.maximum.accumulate(ranked * factors), 1.0)
+    reject_out, adjusted_out = np.empty_like(keep), np.empty_like(adjusted)
+    reject_out[order], adjusted_out[order] = ~keep, adjusted
+    return reject_out, adjusted_out
 
 
 IndexStatistic = Callable[[list[np.ndarray]], np.ndarray]

@@ -107,6 +107,23 @@ def test_holm_adjusts_the_known_p_values_as_statsmodels_does() -> None:
     assert holm([None, None]) == [None, None]
 
 
+def test_holm_equals_statsmodels_on_many_families() -> None:
+    # Holm is computed without statsmodels (its Holm branch runs gc.collect()): the same
+    # rejections and adjusted values on random families, with ties, all rejected, none
+    # rejected, adjusted values clipped at 1, another alpha.
+    rng = np.random.default_rng(7)
+    families = [list(rng.uniform(0, 0.2, size=n)) for n in (1, 17, 60)]
+    families += [[0.01, 0.01, 0.02, 0.02], [0.001] * 6, [0.9, 0.6, 0.8]]
+    families += [list(np.round(rng.uniform(0, 0.1, size=30), 2))]
+    for family, alpha in zip(families, [0.05, 0.1] * 4, strict=False):
+        out = holm(family, SignificanceSettings(alpha=alpha))
+        reject, adjusted, _, _ = multipletests(family, alpha=alpha, method="holm")
+        assert [o.p_adjusted for o in out if o] == list(adjusted)
+        assert [o.significant for o in out if o] == list(reject)
+    assert any(all(o.significant for o in holm(f) if o) for f in families)
+    assert any(not any(o.significant for o in holm(f) if o) for f in families)
+
+
 def test_bootstrap_p_value_hand_computed() -> None:
     # 9 replicates: 2 at or below 0 (one tie), 8 at or above 0 → 2·min(3, 9)/10
     d = np.array([-0.5, 0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7])
