@@ -219,6 +219,9 @@ class MedBenchSource(Frozen):
     rubric: str | None = Field(default=None, description="Open-ended: judge rubric id.")
     judge_weights: dict[str, float] | None = Field(
         default=None, description="Open-ended: judge dimension weights over the rubric's.")
+    dataset: str | None = Field(
+        default=None, description="The MedBench v4 dataset the task stands in for (spec §2.2, "
+                                  "e.g. MedOCR); None where the paper names none (LLM track).")
 
 
 class RWEStudySource(Frozen):

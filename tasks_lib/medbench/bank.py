@@ -171,7 +171,7 @@ def qa_open(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
                                       "options; reference = correct option text")
 
 
-def _card_file(task: TaskSpec, name: str) -> Path:
+def card_file(task: TaskSpec, name: str) -> Path:
     path = cards_dir(task.track) / task.task_id / name
     if not path.is_file():
         raise InputDataError(str(path), "missing (named in the card's source.inputs)")
@@ -185,7 +185,7 @@ def handwritten(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     items: list[PublicItem] = []
     refs: list[Reference] = []
     for name in src.inputs:
-        rows = yaml.safe_load(_card_file(task, name).read_text(encoding="utf-8"))
+        rows = yaml.safe_load(card_file(task, name).read_text(encoding="utf-8"))
         for row in rows:
             if src.answer_type == AnswerType.SINGLE_CHOICE.value:
                 i, r = choice_items(task, src, str(row["id"]), row["prompt"], row["options"],

@@ -41,7 +41,7 @@ DICOM_TAGS = {"Modality": (0x0008, 0x0060), "Manufacturer": (0x0008, 0x0070),
 ASKED = ("Modality", "Manufacturer", "Rows", "Columns", "PhotometricInterpretation")
 
 
-def _item(task: TaskSpec, src: MedBenchSource, qid: str, prompt: str, schema: str,
+def bank_item(task: TaskSpec, src: MedBenchSource, qid: str, prompt: str, schema: str,
           image: str | None = None) -> PublicItem:
     return PublicItem(item_id=f"{task.task_id}/{qid}", task_id=task.task_id,
                       dimension=Dimension(src.dimension), specialty=src.specialty,
@@ -49,7 +49,14 @@ def _item(task: TaskSpec, src: MedBenchSource, qid: str, prompt: str, schema: st
                       answer_schema=schema, image=image)
 
 
-def _ref(task: TaskSpec, qid: str, kind: AnswerType, **fields: object) -> Reference:
+def add_image(images: dict[str, bytes], task: TaskSpec, qid: str, img: NDArray[np.uint8]) -> str:
+    """Store an item's 8-bit PNG as ``<task_id>-<qid>.png``; returns its pool path."""
+    name = f"{task.task_id}-{qid}.png"
+    images[name] = codecs.png_bytes(img)
+    return f"public/images/{name}"
+
+
+def bank_ref(task: TaskSpec, qid: str, kind: AnswerType, **fields: object) -> Reference:
     return Reference.model_validate({"item_id": f"{task.task_id}/{qid}", "task_id": task.task_id,
                                      "answer_type": kind, **fields})
 
@@ -84,9 +91,9 @@ def dicom_fields(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
         asked = [k for k in ASKED if k in values]
         prompt = (f"DICOM header (tag numbers and VRs only):\n{dump}\n\nExtract the fields "
                   f"{', '.join(asked)} that the header holds.")
-        items.append(_item(task, src, stem, prompt, "A JSON list of [keyword, value] pairs, "
+        items.append(bank_item(task, src, stem, prompt, "A JSON list of [keyword, value] pairs, "
                            "e.g. [[\"Modality\", \"CT\"]], values exactly as in the header."))
-        refs.append(_ref(task, stem, AnswerType.EXTRACTION,
+        refs.append(bank_ref(task, stem, AnswerType.EXTRACTION,
                          tuples=[[k, values[k]] for k in asked]))
     return BuiltTask(items, refs, {}, "pydicom sample files " + ", ".join(src.inputs))
 
@@ -105,27 +112,28 @@ def dicom_string(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
                 values["Manufacturer"]
         else:
             continue
-        items.append(_item(task, src, stem, f"DICOM header (tag numbers and VRs only):\n{dump}"
+        items.append(bank_item(task, src, stem, f"DICOM header (tag numbers and VRs only):\n{dump}"
                            f"\n\n{question}", "One short string, nothing else."))
-        refs.append(_ref(task, stem, AnswerType.STRING, text=gold))
+        refs.append(bank_ref(task, stem, AnswerType.STRING, text=gold))
     return BuiltTask(items, refs, {}, "pydicom sample files " + ", ".join(src.inputs))
 
 
-def _lesions(src: MedBenchSource, prefix: str) -> list[tuple[LesionCase, NDArray[np.uint8]]]:
+def lesion_slices(src: MedBenchSource, prefix: str
+                  ) -> list[tuple[LesionCase, NDArray[np.uint8]]]:
     return lesion_cases(LesionSliceSource(kind="mni152_lesion_slices", n_cases=src.n_items,
                                           seed=src.seed), prefix)
 
 
-def _name(les: Lesion) -> str:
+def finding_name(les: Lesion) -> str:
     return "mass" if les.label == LesionClass.MASS else "hyperintensity"
 
 
 def _labels(lesions: list[Lesion]) -> list[str]:
-    return sorted({f"{les.side} {_name(les)}" for les in lesions}) or ["normal"]
+    return sorted({f"{les.side} {finding_name(les)}" for les in lesions}) or ["normal"]
 
 
-def _key_points(lesions: list[Lesion]) -> list[str]:
-    return [f"{_name(les)} in the {les.side} hemisphere" for les in lesions] or \
+def finding_key_points(lesions: list[Lesion]) -> list[str]:
+    return [f"{finding_name(les)} in the {les.side} hemisphere" for les in lesions] or \
         ["no mass or hyperintensity"]
 
 
@@ -137,12 +145,12 @@ def report_labels(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Multi-label: the findings a reference report states."""
     rng = np.random.default_rng(src.seed + 1)
     items, refs = [], []
-    for lc, _ in _lesions(src, "rep"):
+    for lc, _ in lesion_slices(src, "rep"):
         text = reference_report(lc, rng)
-        items.append(_item(task, src, lc.case_id, f"Radiology report:\n{text}\n\nWhich findings "
-                           f"does the report state? Choose from: {LABELS}.",
+        items.append(bank_item(task, src, lc.case_id, f"Radiology report:\n{text}\n\nWhich "
+                           f"findings does the report state? Choose from: {LABELS}.",
                            "A JSON list of labels from the given set."))
-        refs.append(_ref(task, lc.case_id, AnswerType.MULTI_LABEL, labels=_labels(lc.lesions)))
+        refs.append(bank_ref(task, lc.case_id, AnswerType.MULTI_LABEL, labels=_labels(lc.lesions)))
     return BuiltTask(items, refs, {}, "report_generation track generator (lesion slices, "
                                       f"seed {src.seed}), templated reference reports")
 
@@ -152,14 +160,14 @@ def report_structuring(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Extraction: ``[finding, side, size_mm]`` tuples of every lesion a report describes."""
     rng = np.random.default_rng(src.seed + 1)
     items, refs = [], []
-    for lc, _ in _lesions(src, "rep"):
+    for lc, _ in lesion_slices(src, "rep"):
         text = reference_report(lc, rng)
-        items.append(_item(task, src, lc.case_id, f"Radiology report:\n{text}\n\nStructure every "
-                           "lesion as [finding, side, size_mm] with finding 'mass' or "
+        items.append(bank_item(task, src, lc.case_id, f"Radiology report:\n{text}\n\nStructure "
+                           "every lesion as [finding, side, size_mm] with finding 'mass' or "
                            "'hyperintensity', side 'left' or 'right', size in whole mm.",
                            "A JSON list of [finding, side, size_mm] string triples; [] if none."))
-        refs.append(_ref(task, lc.case_id, AnswerType.EXTRACTION,
-                         tuples=[[_name(les), les.side, f"{les.diameter_mm:.0f}"]
+        refs.append(bank_ref(task, lc.case_id, AnswerType.EXTRACTION,
+                         tuples=[[finding_name(les), les.side, f"{les.diameter_mm:.0f}"]
                                  for les in lc.lesions]))
     return BuiltTask(items, refs, {}, "report_generation track generator, structured from the "
                                       "known lesions")
@@ -170,12 +178,12 @@ def report_writing(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Open-ended generation (MLG): a report from structured findings."""
     rng = np.random.default_rng(src.seed + 1)
     items, refs = [], []
-    for lc, _ in _lesions(src, "rep"):
-        facts = "; ".join(f"{_name(les)}, {les.side} hemisphere, {les.diameter_mm:.0f} mm"
+    for lc, _ in lesion_slices(src, "rep"):
+        facts = "; ".join(f"{finding_name(les)}, {les.side} hemisphere, {les.diameter_mm:.0f} mm"
                           for les in lc.lesions) or "no focal lesion"
         i, r = open_item(task, src, lc.case_id, "Write a short radiology report (findings and "
                          f"impression) for an axial brain MR slice with: {facts}.",
-                         reference_report(lc, rng), _key_points(lc.lesions), src.specialty)
+                         reference_report(lc, rng), finding_key_points(lc.lesions), src.specialty)
         items.append(i)
         refs.append(r)
     return BuiltTask(items, refs, {}, "report_generation track generator; reference = templated "
@@ -185,16 +193,17 @@ def report_writing(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
 @BUILDERS.register("lesion_boxes")
 def lesion_boxes(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Region: boxes of every lesion on a slice (the detection track's generator)."""
-    items, refs, images = [], [], {}
-    for lc, img in _lesions(src, "det"):
-        name = f"{task.task_id}-{lc.case_id}.png"
-        images[name] = codecs.png_bytes(img)
+    items: list[PublicItem] = []
+    refs: list[Reference] = []
+    images: dict[str, bytes] = {}
+    for lc, img in lesion_slices(src, "det"):
+        image = add_image(images, task, lc.case_id, img)
         h, w = img.shape
-        items.append(_item(task, src, lc.case_id, f"Axial brain MR slice ({w} wide × {h} high). "
-                           "Give the bounding box of every focal lesion.",
+        items.append(bank_item(task, src, lc.case_id, f"Axial brain MR slice ({w} wide × {h} "
+                           "high). Give the bounding box of every focal lesion.",
                            "A JSON list of [x1, y1, x2, y2] pixel boxes (x = column, edges "
-                           "exclusive); [] if there is none.", image=f"public/images/{name}"))
-        refs.append(_ref(task, lc.case_id, AnswerType.REGION,
+                           "exclusive); [] if there is none.", image=image))
+        refs.append(bank_ref(task, lc.case_id, AnswerType.REGION,
                          boxes=[les.box for les in lc.lesions]))
     return BuiltTask(items, refs, images, f"detection track generator (seed {src.seed})")
 
@@ -204,7 +213,11 @@ def tissue_box(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Region: the white-matter bounding box on the middle axial slice of a tissue volume."""
     from tasks_lib.imaging.synth import mni_tissue_cases
 
-    items, refs, images = [], [], {}
+    items: list[PublicItem] = []
+
+    refs: list[Reference] = []
+
+    images: dict[str, bytes] = {}
     cases = mni_tissue_cases(MNITissueSource(kind="nilearn_mni152_tissue", n_cases=src.n_items,
                                              seed=src.seed))
     for i, case in enumerate(cases):
@@ -215,14 +228,13 @@ def tissue_box(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
         img = np.round(255 * (sl - lo) / (hi - lo or 1.0)).astype(np.uint8)
         ys, xs = np.nonzero(wm)
         qid = f"case-{i:03d}"
-        name = f"{task.task_id}-{qid}.png"
-        images[name] = codecs.png_bytes(img)
-        items.append(_item(task, src, qid, f"Axial brain MR slice ({img.shape[1]} wide × "
+        image = add_image(images, task, qid, img)
+        items.append(bank_item(task, src, qid, f"Axial brain MR slice ({img.shape[1]} wide × "
                            f"{img.shape[0]} high). Give the bounding box of the cerebral white "
                            "matter.", "A JSON list with one [x1, y1, x2, y2] pixel box (x = "
-                           "column, edges exclusive).", image=f"public/images/{name}"))
+                           "column, edges exclusive).", image=image))
         box = [float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)]
-        refs.append(_ref(task, qid, AnswerType.REGION, boxes=[box] if len(xs) else []))
+        refs.append(bank_ref(task, qid, AnswerType.REGION, boxes=[box] if len(xs) else []))
     return BuiltTask(items, refs, images, "segmentation track MNI152 tissue volumes (white "
                                           "matter label), middle axial slice")
 
@@ -236,15 +248,14 @@ def lesion_vqa(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Single choice on images: the VQA track's questions with options, shuffled."""
     items: list[PublicItem] = []
     refs: list[Reference] = []
-    images = {}
-    for lc, img in _lesions(src, "vqa"):
-        name = f"{task.task_id}-{lc.case_id}.png"
-        images[name] = codecs.png_bytes(img)
+    images: dict[str, bytes] = {}
+    for lc, img in lesion_slices(src, "vqa"):
+        image = add_image(images, task, lc.case_id, img)
         for q in vqa_items(lc):
             options = _VQA_OPTIONS[q.kind]
             gold = next(k for k, v in options.items() if v == q.answer)
             i, r = choice_items(task, src, q.question_id, q.question, options, gold,
-                                src.specialty, image=f"public/images/{name}")
+                                src.specialty, image=image)
             items += i
             refs += r
     return BuiltTask(items, refs, images, f"VQA track generator (seed {src.seed}) with options")
@@ -254,14 +265,15 @@ def lesion_vqa(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
 def lesion_dx(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
     """Open-ended on images: findings and impression of a lesion slice."""
     rng = np.random.default_rng(src.seed + 1)
-    items, refs, images = [], [], {}
-    for lc, img in _lesions(src, "dx"):
-        name = f"{task.task_id}-{lc.case_id}.png"
-        images[name] = codecs.png_bytes(img)
+    items: list[PublicItem] = []
+    refs: list[Reference] = []
+    images: dict[str, bytes] = {}
+    for lc, img in lesion_slices(src, "dx"):
+        image = add_image(images, task, lc.case_id, img)
         i, r = open_item(task, src, lc.case_id, "Read this axial brain MR slice: describe the "
                          "findings (type and side of each lesion) and give an impression.",
-                         reference_report(lc, rng), _key_points(lc.lesions), src.specialty,
-                         image=f"public/images/{name}")
+                         reference_report(lc, rng), finding_key_points(lc.lesions), src.specialty,
+                         image=image)
         items.append(i)
         refs.append(r)
     return BuiltTask(items, refs, images, "lesion slice generator; reference = templated report")

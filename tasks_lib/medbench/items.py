@@ -145,6 +145,9 @@ class TaskEntry(Frozen):
     source: str = Field(description="Where the items come from (prose).")
     judge_weights: dict[str, float] | None = Field(
         default=None, description="Open-ended: judge dimension weights over the rubric's.")
+    dataset: str | None = Field(
+        default=None, description="MedBench v4 dataset the task stands in for (e.g. MedOCR); "
+                                  "None where the paper names none.")
 
 
 class MedBenchManifest(PoolHeader):

@@ -13,7 +13,11 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from evaluators.core import InputDataError, Track
-from tasks_lib.medbench import bank_imaging  # noqa: F401  (registers the imaging builders)
+from tasks_lib.medbench import (  # noqa: F401  (register the imaging/multimodal builders)
+    bank_imaging,
+    bank_multimodal,
+    bank_series,
+)
 from tasks_lib.medbench.bank import BUILDERS, BuiltTask
 from tasks_lib.medbench.items import (
     AUDIT,
@@ -53,7 +57,7 @@ def build_task(task_id: str) -> tuple[TaskEntry, BuiltTask]:
                       specialty=specialties.most_common(1)[0][0],
                       answer_type=AnswerType(src.answer_type), metrics=card.metric_names,
                       n_items=len(built.items), source=built.source,
-                      judge_weights=src.judge_weights)
+                      judge_weights=src.judge_weights, dataset=src.dataset)
     return entry, built
 
 

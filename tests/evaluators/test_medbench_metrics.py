@@ -66,6 +66,30 @@ def test_micro_f1_case_2() -> None:
                     [[["drug", "aspirin"]], [["dose", "2 g"]]]) == 0.5
 
 
+def test_micro_f1_over_error_labels_matches_scikit_learn_micro_average() -> None:
+    from sklearn.metrics import f1_score
+    from sklearn.preprocessing import MultiLabelBinarizer
+
+    # MedQC by hand: item 1 gold {wrong side}, pred {wrong side, wrong size}; item 2 a correct
+    # draft ({} vs {}); item 3 gold {missed finding, wrong size}, pred {missed finding}:
+    # TP 2, FP 1, FN 1 ⇒ P = R = 2/3 ⇒ F1 = 2/3
+    gold = [["wrong side"], [], ["missed finding", "wrong size"]]
+    pred = [["wrong side", "wrong size"], [], ["missed finding"]]
+    assert micro_f1(pred, gold) == pytest.approx(2 / 3)
+    mlb = MultiLabelBinarizer().fit(gold + pred)
+    ours_vs_sklearn = f1_score(mlb.transform(gold), mlb.transform(pred), average="micro")
+    assert micro_f1(pred, gold) == pytest.approx(ours_vs_sklearn)
+    # nothing to find, nothing predicted: 1, as scikit-learn's zero_division=1.0 (its default
+    # "warn" gives 0.0: the spec's rule, not scikit-learn's default)
+    empty = MultiLabelBinarizer(classes=["wrong side"]).fit([[]])
+    assert micro_f1([[], []], [[], []]) == 1.0 == f1_score(
+        empty.transform([[], []]), empty.transform([[], []]), average="micro", zero_division=1.0)
+    # MedSeqIm [panel, position] pairs: panels 1 and 4 placed right, 2 and 3 swapped ⇒ 0.5
+    seq_gold = [[["1", "4"], ["2", "2"], ["3", "1"], ["4", "3"]]]
+    seq_pred = [[["1", "4"], ["2", "1"], ["3", "2"], ["4", "3"]]]
+    assert micro_f1(seq_pred, seq_gold) == 0.5
+
+
 def test_keypoint_macro_recall_case_3() -> None:
     assert macro_recall([3 / 4, 1 / 2, 2 / 2, 0 / 3]) == 0.5625
     kps = [["fever", "cough", "rash", "nausea"], ["insulin", "metformin"], ["x-ray", "ct"],
@@ -102,6 +126,20 @@ def test_one_minus_ned_case_5() -> None:
     assert METRICS.get("one_minus_ned").both_empty == 1.0
     assert METRICS.get("one_minus_ned").one_empty == 0.0
     assert one_minus_ned(None, "abc") == 0.0
+
+
+def test_one_minus_ned_on_ocr_lines_and_rapidfuzz() -> None:
+    from rapidfuzz.distance import Levenshtein
+
+    line = "SE 1 IM 38 W 350 L 50 5.0 mm"  # 28 code points
+    assert one_minus_ned("SE 1 IM 38 W 350 L 50 5.0mm", line) == pytest.approx(27 / 28)
+    assert one_minus_ned("SE 1 IM 88 W 350 L 60 5.0 mm", line) == pytest.approx(26 / 28)
+    assert one_minus_ned(line, line) == 1.0
+    # d is RapidFuzz's Levenshtein distance; the normaliser is |r| (the paper), not RapidFuzz's
+    # max(|r|, |r̂|): kitten → sitting is 1 − 3/6 here, 1 − 3/7 in normalized_similarity
+    assert Levenshtein.distance("kitten", "sitting") == 3
+    assert Levenshtein.normalized_similarity("kitten", "sitting") == pytest.approx(4 / 7)
+    assert one_minus_ned("sitting", "kitten") == 0.5
 
 
 def test_judge_case_6() -> None:

@@ -81,3 +81,36 @@ def test_cards_cover_every_llm_dimension_and_the_multimodal_axes() -> None:
     kinds = {s.answer_type for s in sources if isinstance(s, MedBenchSource)}
     assert kinds == {"single_choice", "multi_label", "extraction", "open_ended", "region",
                      "string"}
+
+
+SPEC_MULTIMODAL = {  # spec §2.2, the paper's 10 datasets in 3 axes
+    "MM-A1": {"MedDetect", "MedClass", "MedOCR"},
+    "MM-A2": {"MedVQA", "MedGen", "MedQC", "MedSeqIm"},
+    "MM-A3": {"MedDiffDx", "MedTherapy", "MedCourse"},
+}
+SPEC_METRIC = {  # spec §2.5: the metric of each multimodal dataset's answer type
+    "MedDetect": ["iou_set"], "MedClass": ["shuffled_accuracy"], "MedOCR": ["one_minus_ned"],
+    "MedVQA": ["shuffled_accuracy"], "MedQC": ["micro_f1"], "MedSeqIm": ["micro_f1"],
+    **{d: ["keypoint_macro_recall", "rubric_judge"]
+       for d in ("MedGen", "MedDiffDx", "MedTherapy", "MedCourse")},
+}
+
+
+def test_bank_lists_the_ten_multimodal_datasets_in_three_axes() -> None:
+    from evaluators.core import Track
+    from tasks_lib.sources import MedBenchSource
+    from tasks_lib.taskspec import list_cards, load_card
+
+    by_axis: dict[str, set[str]] = {}
+    for task_id in list_cards(Track.MEDBENCH):
+        card = load_card(Track.MEDBENCH, task_id)
+        src = card.source
+        assert isinstance(src, MedBenchSource)
+        if not src.dimension.startswith("MM-"):
+            assert src.dataset is None, task_id  # the paper names no LLM-track dataset
+            continue
+        assert src.dataset is not None, f"{task_id}: a multimodal card names its dataset"
+        by_axis.setdefault(src.dimension, set()).add(src.dataset)
+        assert card.metric_names == SPEC_METRIC[src.dataset], task_id
+        assert any("not MedBench data" in note for note in card.notes), task_id
+    assert by_axis == SPEC_MULTIMODAL
