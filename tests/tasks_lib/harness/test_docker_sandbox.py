@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, NamedTuple
 
 import pytest
 
@@ -79,44 +80,61 @@ def test_docker_cells_agent_and_evaluator_in_containers(docker_env: str, prefect
     assert set(bad.stages.model_dump().values()) == {0.0} and bad.overall == 0.0
 
 
-def test_an_external_agent_runs_in_a_container_behind_the_proxy(
-        docker_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """agents/example-llm on ``--sandbox docker``: the proxy is served on the container's own
-    loopback, the one model call reaches the provider with the operator's key, the run's
-    meter counts it, and the sample submission it copied is scored."""
+class _Ran(NamedTuple):
+    plan: Any
+    execution: Any
+    record: Any
+    provider: Any
+
+
+def _external_on_docker(agent_id: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                        key: str) -> _Ran:
+    """``agent_id`` on ldct-iqa's pool in a Docker cell, the test server as its provider (one
+    reply: "Copy the sample."), the provider key ``key``; the run record is made."""
     from support.cells import file_env
     from support.openai_server import FakeOpenAIServer
 
     from tasks_lib.challenge.pool import publish_challenge_pool
-    from tasks_lib.domain import RunStatus, Tier
+    from tasks_lib.domain import Tier
     from tasks_lib.harness.cell import execute_cell, plan_cell
     from tasks_lib.harness.record import run_record
-    from tasks_lib.harness.rescore import score_cell
     from tasks_lib.sandbox.base import SandboxBackend
     from tasks_lib.settings import reset_settings
 
     url, _ = publish_challenge_pool("ldct-iqa", str(tmp_path / "pool"))
     env = file_env("ldct-iqa", Path(url), 120)
-    key = "sk-docker-external-0123456789abcdef"
     with FakeOpenAIServer(lambda body: "Copy the sample.") as provider:
         monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
         monkeypatch.setenv("OPENAI_API_KEY", key)
         reset_settings()
         try:
-            plan = plan_cell("example-llm@gpt-4o-mini", env, Tier.LITE, SandboxBackend.DOCKER,
-                             0, "rules")
+            plan = plan_cell(agent_id, env, Tier.LITE, SandboxBackend.DOCKER, 0, "rules")
             execution = execute_cell(plan, env)
         finally:
             reset_settings()
-    assert (execution.status, execution.violations) == (RunStatus.COMPLETED, []), \
-        execution.error
-    assert len(provider.requests) == 1
-    headers = {k.lower(): v for k, v in provider.headers[0].items()}
+    return _Ran(plan, execution, run_record(plan, execution, env.pool()), provider)
+
+
+def test_an_external_agent_runs_in_a_container_behind_the_proxy(
+        docker_env: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """agents/example-llm on ``--sandbox docker``: the proxy is served on the container's own
+    loopback, the one model call reaches the provider with the operator's key, the run's
+    meter counts it, and the sample submission it copied is scored."""
+    from tasks_lib.domain import RunStatus
+    from tasks_lib.harness.rescore import score_cell
+
+    key = "sk-docker-external-0123456789abcdef"
+    ran = _external_on_docker("example-llm@gpt-4o-mini", tmp_path, monkeypatch, key)
+    assert (ran.execution.status, ran.execution.violations) == (RunStatus.COMPLETED, []), \
+        ran.execution.error
+    assert len(ran.provider.requests) == 1
+    headers = {k.lower(): v for k, v in ran.provider.headers[0].items()}
     assert headers["authorization"] == f"Bearer {key}"
-    record = run_record(plan, execution, env.pool())
+    record = ran.record
     assert record.turns == 1 and record.cost_usd and record.sandbox == "docker"
-    assert "submitted: ['submission.csv']" in (plan.trace_dir / "conversation.json").read_text()
-    assert score_cell(record, plan.submission).metrics == {"score": 0.0}
+    said = (ran.plan.trace_dir / "conversation.json").read_text()
+    assert "submitted: ['submission.csv']" in said
+    assert score_cell(record, ran.plan.submission).metrics == {"score": 0.0}
 
 
 IMAGE_AGENT = '''"""An agent in its own image: standard library only (the image has no openai)."""
@@ -150,17 +168,10 @@ def test_an_external_agent_runs_in_its_own_image_behind_the_proxy(
     import sys
 
     from support.agent_image import MARKER_TEXT, PYTHON, agent_rootfs
-    from support.cells import file_env
-    from support.openai_server import FakeOpenAIServer
 
-    from tasks_lib.challenge.pool import publish_challenge_pool
-    from tasks_lib.domain import RunStatus, Tier
-    from tasks_lib.harness.cell import execute_cell, plan_cell
-    from tasks_lib.harness.record import run_record
+    from tasks_lib.domain import RunStatus
     from tasks_lib.harness.rescore import score_cell
-    from tasks_lib.sandbox.base import SandboxBackend
     from tasks_lib.sandbox.docker_backend import client
-    from tasks_lib.settings import reset_settings
 
     folder = agents_dir / "own-image"
     folder.mkdir()
@@ -169,27 +180,17 @@ def test_an_external_agent_runs_in_its_own_image_behind_the_proxy(
     (folder / "config.yaml").write_text(
         f"command: python3 agent.py {sys.prefix}\nmodels:\n  gpt-4o-mini: openai/gpt-4o-mini\n"
         "image:\n  tarball: rootfs.tar\n")
-    url, _ = publish_challenge_pool("ldct-iqa", str(tmp_path / "pool"))
-    env = file_env("ldct-iqa", Path(url), 120)
-    with FakeOpenAIServer(lambda body: "Copy the sample.") as provider:
-        monkeypatch.setenv("MEDFLOWS_LLM_API_BASE", provider.base_url)
-        monkeypatch.setenv("OPENAI_API_KEY", "sk-own-image-0123456789abcdef")
-        reset_settings()
-        try:
-            plan = plan_cell("own-image@gpt-4o-mini", env, Tier.LITE, SandboxBackend.DOCKER,
-                             0, "rules")
-            execution = execute_cell(plan, env)
-        finally:
-            reset_settings()
-    said = (plan.trace_dir / "conversation.json").read_text()
+    ran = _external_on_docker("own-image@gpt-4o-mini", tmp_path, monkeypatch,
+                              "sk-own-image-0123456789abcdef")
+    execution, record = ran.execution, ran.record
+    said = (ran.plan.trace_dir / "conversation.json").read_text()
     assert (execution.status, execution.violations) == (RunStatus.COMPLETED, []), \
         ([v.evidence for v in execution.violations], execution.error,
          json.loads(said)["messages"][-1]["content"])
     assert f"python: {PYTHON}" in said or "python: /usr/bin/python3" in said, said
     assert f"marker: {MARKER_TEXT.strip()}" in said and "medflows env: absent" in said
-    assert "model: Copy the sample." in said and len(provider.requests) == 1
-    record = run_record(plan, execution, env.pool())
+    assert "model: Copy the sample." in said and len(ran.provider.requests) == 1
     assert record.image is not None and record.image.startswith("medflows-agent:")
     assert client().images.get(record.image).tags == [record.image]
     assert record.turns == 1 and record.cost_usd and record.sandbox == "docker"
-    assert score_cell(record, plan.submission).metrics == {"score": 0.0}
+    assert score_cell(record, ran.plan.submission).metrics == {"score": 0.0}
