@@ -2,8 +2,10 @@
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
-# Test workers (pytest-xdist): one per core by default; a test module stays on one worker.
+# Test workers (pytest-xdist): one per core by default; a test module stays on one worker, in
+# the order tests/conftest.py gives (heavy modules first), not xdist's (most tests first).
 WORKERS ?= auto
+XDIST := -n $(WORKERS) --dist loadscope --no-loadscope-reorder
 
 .PHONY: setup demo test test-fast lint typecheck bench clean
 
@@ -22,10 +24,10 @@ demo: setup
 
 test: setup
 	bash scripts/system-deps.sh
-	$(VENV)/bin/pytest -n $(WORKERS) --dist loadscope
+	$(VENV)/bin/pytest $(XDIST)
 
 test-fast: setup
-	$(VENV)/bin/pytest -n $(WORKERS) --dist loadscope -m "not slow"
+	$(VENV)/bin/pytest $(XDIST) -m "not slow"
 
 lint: setup
 	$(VENV)/bin/ruff check .

@@ -6,6 +6,7 @@ storage and the ledger all point into a temporary folder.
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
 from collections.abc import Iterator
@@ -39,12 +40,62 @@ os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 from tasks_lib.tracks import catalog  # noqa: E402, F401
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """Move everything collection loaded (every medflows module, the test modules, their
+    imports: ~750k objects) out of the cyclic collector's reach: a full collection then walks
+    only what tests created since, not the whole heap (one cost 0.8–2 s; statsmodels'
+    ``multipletests`` runs one per call). Frozen objects are still freed by reference
+    counting."""
+    gc.collect()
+    gc.freeze()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Heavy modules first, so pytest-xdist (``--dist loadscope --no-loadscope-reorder``, a
+    module per worker at a time) ends on many small modules instead of one worker still
+    running a few slow tests (a demo, a cell run in a sandbox) while the other core idles:
+    modules with a ``slow`` test first, then by test count, each largest first (xdist's
+    own reorder sorts by test count alone, which sends the few-but-slow modules last)."""
+    modules: dict[str, list[pytest.Item]] = {}
+    for item in items:
+        modules.setdefault(item.nodeid.split("::")[0], []).append(item)
+
+    def heavy_first(tests: list[pytest.Item]) -> tuple[bool, int]:
+        return (not any(t.get_closest_marker("slow") for t in tests), -len(tests))
+
+    items[:] = [t for tests in sorted(modules.values(), key=heavy_first) for t in tests]
+
+
+_frozen_at: list[str] = []
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """The same at each module's first test: the previous module's garbage is collected (its
+    module fixtures are gone), what it imported lazily (torch, Prefect's server client, …)
+    is frozen."""
+    module = item.nodeid.split("::")[0]
+    if _frozen_at and _frozen_at[-1] != module:
+        gc.collect()
+        gc.freeze()
+    _frozen_at[:] = [module]
+
+
 @pytest.fixture(scope="session")
 def prefect_harness() -> Iterator[None]:
-    """One Prefect test server for the whole session (start it only for tests that need it)."""
+    """One Prefect test server for the whole session (start it only for tests that need it).
+
+    Its SQLite database answers 503 ("database is locked") now and then when a request's
+    read-then-write transaction races the server's own event writers (creating a flow run
+    while the previous run's task events are recorded: about one flow run in four in a probe
+    of back-to-back flows); the client retries after 2 s, then 4 s, …, a core idle each time.
+    The wait is a quarter of that here (0.5 s, 1 s, …; the same number of attempts)."""
+    import prefect.client.base as client
     from prefect.testing.utilities import prefect_test_harness
 
-    with prefect_test_harness(server_startup_timeout=180):
+    jitter = client.clamped_poisson_interval
+    with prefect_test_harness(server_startup_timeout=180), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(client, "clamped_poisson_interval",
+                   lambda seconds, factor=0.3: jitter(seconds / 4, factor))
         yield
 
 
