@@ -49,10 +49,12 @@ def age(adm: pd.DataFrame, pat: pd.DataFrame) -> pd.DataFrame:
 
 
 def icustay_detail(icu: pd.DataFrame, adm: pd.DataFrame, pat: pd.DataFrame) -> pd.DataFrame:
-    """``icustay_detail`` as mimic-code computes it."""
-    a = adm.assign(hospstay_seq=adm.groupby("subject_id")["admittime"].rank(method="dense")
-                   .astype(np.int64))
-    m = icu.merge(a, on=["subject_id", "hadm_id"]).merge(pat, on="subject_id")
+    """``icustay_detail`` as mimic-code computes it (``demographics/icustay_detail.sql``:
+    ``hospstay_seq`` ranks the admissions *with an ICU stay*, the window runs over the join;
+    ``los_icu`` = whole hours / 24 rounded half up to 2 decimals, as ``ROUND(numeric, 2)``)."""
+    m = icu.merge(adm, on=["subject_id", "hadm_id"]).merge(pat, on="subject_id")
+    m["hospstay_seq"] = m.groupby("subject_id")["admittime"].rank(method="dense").astype(
+        np.int64)
     hours = (m["outtime"].dt.floor("h") - m["intime"].dt.floor("h")).dt.total_seconds() // 3600
     seq = m.groupby("hadm_id")["intime"].rank(method="dense").astype(np.int64)
     out = pd.DataFrame({
@@ -64,7 +66,8 @@ def icustay_detail(icu: pd.DataFrame, adm: pd.DataFrame, pat: pd.DataFrame) -> p
         "race": m["race"], "hospital_expire_flag": m["hospital_expire_flag"],
         "hospstay_seq": m["hospstay_seq"], "first_hosp_stay": m["hospstay_seq"] == 1,
         "icu_intime": m["intime"], "icu_outtime": m["outtime"],
-        "los_icu": (hours / 24.0).round(2), "icustay_seq": seq, "first_icu_stay": seq == 1})
+        "los_icu": np.floor(hours * 100 / 24 + 0.5) / 100, "icustay_seq": seq,
+        "first_icu_stay": seq == 1})
     return out.sort_values("stay_id", ignore_index=True)
 
 
