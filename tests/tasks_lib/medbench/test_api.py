@@ -25,6 +25,10 @@ def _item(kind: str, **extra: object) -> PublicItem:
                                                                ["Rows", "128"]]),
     ("region", "[[1, 2, 3, 4], [5, 6], [true, 1, 2, 3]]", [[1.0, 2.0, 3.0, 4.0]]),
     ("region", "no boxes here", None),
+    ("extraction", "Order: [[1, 3], [\"2\", \"1\"]]", [["1", "3"], ["2", "1"]]),  # MedSeqIm
+    ("multi_label", "Errors: [\"wrong side\"]", ["wrong side"]),  # MedQC
+    ("multi_label", "The draft is correct: []", []),
+    ("string", "SE 1 IM 38 W 350 L 50 5.0 mm\n(read top left)", "SE 1 IM 38 W 350 L 50 5.0 mm"),
     ("multi_label", "[unclosed", None),
 ])
 def test_extract(kind: str, reply: str, answer: object) -> None:

@@ -15,7 +15,7 @@ from typer.testing import CliRunner
 from tasks_lib.medbench.items import base_id, read_manifest, read_public_items
 
 pytestmark = pytest.mark.usefixtures("prefect_harness", "private_storage")
-TASKS = ["medqa-choice", "dicom-string", "safety-open"]
+TASKS = ["medqa-choice", "dicom-string", "safety-open", "lesion-course"]
 
 
 def _app():  # type: ignore[no-untyped-def]
@@ -54,6 +54,10 @@ def test_pool_rotate_draws_a_medbench_subset(tmp_path: Path) -> None:
     shuffles = [it for it in read_public_items(url) if base_id(it.item_id) in drawn]
     assert sub.n_items == len(shuffles)
     assert sub.content_hash == short.content_hash == subset["content_hash"]  # the shortcut's
+    from tasks_lib.storage import Storage  # a drawn multimodal item brings its image along
+
+    pictured = [it.image for it in read_public_items(subset["url"]) if it.image]
+    assert pictured and all(Storage(subset["url"]).exists(image) for image in pictured)
 
     other = CliRunner().invoke(_app(), ["pool", "rotate", "--pools", f"{pool_id},{pool_id}",
                                         "--size", "6", "--seed", "4", "--subset-id", "a" + tag,
