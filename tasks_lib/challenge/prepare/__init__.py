@@ -40,10 +40,19 @@ class PreparedSplit(Frozen):
     origins: dict[str, str] = Field(description="Case id → the release file of its answer.")
 
 
-def _perfect(private: Path, out: Path) -> Path:
-    """The answers as a submission (the table renamed; label files under ``predictions/``)."""
-    shutil.copytree(private, out)
-    (out / "test_labels.csv").rename(out / "submission.csv")
+def _perfect(card: TaskSpec, private: Path, out: Path) -> Path:
+    """The answers as a submission: ``submission.csv`` naming copies of the label files under
+    ``predictions/`` (as a synthetic case's, so no public file repeats a private one)."""
+    column = card_layout(card).file_column
+    table = pd.read_csv(private / "test_labels.csv", dtype=str, keep_default_na=False)
+    out.mkdir(parents=True)
+    if column is not None:
+        for i, rel in enumerate(table[column]):
+            new = "predictions/" + rel.removeprefix("labels/")
+            (out / new).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(private / rel, out / new)
+            table.at[i, column] = new
+    table.to_csv(out / "submission.csv", index=False)
     return out
 
 
@@ -60,7 +69,7 @@ def write_split(card: TaskSpec, reader: FamilyReader, cases: list[ReleaseCase], 
         reader.write_inputs(card, case, public / "images")
         rows.append({id_column: case.case_id, **reader.answer(card, case, private, "labels")})
     pd.DataFrame(rows).to_csv(private / "test_labels.csv", index=False)
-    perfect = _perfect(private, out / "perfect_submission")
+    perfect = _perfect(card, private, out / "perfect_submission")
     sample = write_format_example(card, perfect, out / "sample_submission")
     return PreparedSplit(challenge=card.task_id, case_ids=[c.case_id for c in cases],
                          public_dir=public, private_dir=private, sample_submission_dir=sample,

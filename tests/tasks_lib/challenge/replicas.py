@@ -223,7 +223,7 @@ def cellseg(root: Path, n_cases: int = 5) -> Path:
             iio.imwrite(path, image)
         label = np.zeros((40, 48), dtype=np.uint16)
         for k in range(1, 4):
-            y, x = 6 + 9 * k, 6 + 11 * k
+            y, x = 6 + 9 * k, 5 + n + 11 * k
             label[y - 3:y + 3, x - 3:x + 3] = k
         path = root / "Training-labeled" / "labels" / f"{case}_label.tiff"
         path.parent.mkdir(parents=True, exist_ok=True)

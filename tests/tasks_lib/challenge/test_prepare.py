@@ -168,3 +168,31 @@ def test_every_card_has_a_release_reader() -> None:
     assert all(reader_for(c).layouts[c].terms for c in families)
     with pytest.raises(KeyError, match="unknown release reader 'nope'; known release readers: "):
         READERS.get("nope")
+
+
+AUDITED = {
+    "topcow-track1-task2": lambda root: replicas.topcow(root, ("001", "002", "003"), ("ct",)),
+    "topbrain-track2": lambda root: replicas.topbrain(root),
+    "isles22": lambda root: replicas.isles22(root),
+    "panther-task1": lambda root: replicas.panther(root, 1),
+    "seg_a": lambda root: replicas.seg_a(root),
+    "puma-track2-task1": lambda root: replicas.puma(root),
+    "puma-track1-task2": lambda root: replicas.puma(root),
+    "dentex": lambda root: replicas.dentex(root),
+    "neurips-cellseg": lambda root: replicas.cellseg(root),
+    "ldct-iqa": lambda root: replicas.ldct(root),
+    "usenhance": lambda root: replicas.usenhance(root),
+}
+"""One card per family (and per answer kind) and the replica of its release."""
+
+
+@pytest.mark.parametrize("task_id", sorted(AUDITED))
+def test_prepared_pool_passes_the_exploit_audit(tmp_path: Path, task_id: str) -> None:
+    """No public file repeats or names a private answer (the perfect submission's files are
+    under predictions/, as a synthetic case's), the null agents and the format example stay
+    below the floors: the publish gate passes without an override."""
+    from tasks_lib.audit import audit_pool
+
+    pool = prepare(task_id, AUDITED[task_id](tmp_path / "release"), tmp_path / "v1")
+    report = audit_pool(str(pool), judge_model="rules", sandbox=False)
+    assert report.clean, [(f.check, f.evidence[:3]) for f in report.findings if not f.passed]
