@@ -37,9 +37,10 @@ from tasks_lib.sources import MedBenchSource
 from tasks_lib.taskspec import list_cards, load_card
 
 DEFAULT_POOL = "medbench-bank"
-BANK_NOTE = ("MedBench-style stand-in built from data medflows holds (MedAgentsBench questions, "
-             "pydicom sample headers, the imaging tracks' generators, hand-written safety "
-             "items); not MedBench data.")
+BANK_NOTE = ("MedBench-style stand-in built by medflows from data it holds (MedAgentsBench "
+             "questions, pydicom sample headers and pixels, scikit-image sample images, nilearn's "
+             "MNI152 template, the imaging tracks' generators, hand-written safety items and "
+             "teaching tables); not MedBench data.")
 """The note every bank's manifest carries."""
 
 
