@@ -144,7 +144,9 @@ def icustays(stays: pd.DataFrame, careunit: dict[str, str]) -> pd.DataFrame:
 
 def _panel(rng: Rng, n: int, sofa: NDArray[Any], items: list[str]) -> pd.DataFrame:
     """The background lab panel of ``n`` stays: each item once in the first-day window and
-    once on day 3; values around the reference range, worse with SOFA."""
+    once on day 3; values around the reference range, worse with SOFA (sodium not: a share of
+    its mid-range would reach 220 mEq/L, which mimic-code's chemistry concept drops as
+    implausible), positive (mimic-code drops values ≤ 0)."""
     slots = [(-5.0, 20.0), (48.0, 72.0)]
     rows = np.tile(np.arange(n), len(items) * len(slots))
     item = np.repeat(items, len(slots) * n)
@@ -154,11 +156,12 @@ def _panel(rng: Rng, n: int, sofa: NDArray[Any], items: list[str]) -> pd.DataFra
     per = np.repeat(np.arange(len(items)), len(slots) * n)
     low = np.array([x.low for x in lab])[per]
     high = np.array([x.high for x in lab])[per]
-    sign = np.where(item == "platelets", -1.0, 1.0)
+    sign = np.select([item == "platelets", item == "sodium"], [-1.0, 0.0], 1.0)
     worse = (1 + 0.06 * sofa[rows]) ** sign
     val = (low + high) / 2 * worse + rng.normal(0, 1, len(rows)) * (high - low) / 2 * 0.6
     return pd.DataFrame({"row": rows, "item": item, "offset_h": rng.uniform(lo, hi),
-                         "valuenum": np.round(np.clip(val, low * 0.3, None), 2)})
+                         "valuenum": np.round(np.clip(val, np.maximum(low * 0.3, 0.01), None),
+                                              2)})
 
 
 def stay_events(rng: Rng, stays: pd.DataFrame, overlays: list[Overlay]) -> Events:
