@@ -21,6 +21,8 @@ SUB = "/workspace/submission"
 def segment(path):
     img = nib.load(path)
     x = np.asarray(img.dataobj, dtype=np.float32)
+    if x.ndim == 4:  # a multi-channel release (channels last): the first channel's grid
+        x = x[..., 0]
     brain = x > np.percentile(x, 50) * 0.5 + 0.05 * float(x.max())
     t_low, t_high = threshold_multiotsu(x[brain], classes=3)
     labels = np.zeros(x.shape, np.uint8)
