@@ -228,7 +228,7 @@ def prepare_cmd(
     published as `pool build challenge` does. Prints JSON."""
     from flows.challenge import construct_challenge
     from tasks_lib.challenge.card import load_challenge
-    from tasks_lib.challenge.prepare.readers import reader_for
+    from tasks_lib.challenge.prepare.catalog import reader_for
     from tasks_lib.imaging.pool import read_manifest
 
     card = load_challenge(task)

@@ -121,8 +121,8 @@ def _build_from_folder(folder: Path, track: str | None, task_id: str | None,
     construct, whose ingest and validate steps read it again."""
     from flows.construct import construct_imaging
     from tasks_lib.imaging.checks import check_rendered
-    from tasks_lib.imaging.dataset import folder_task_card, folder_tracks, release_card
-    from tasks_lib.imaging.ingest import ingest_card
+    from tasks_lib.imaging.dataset import folder_tracks, release_card
+    from tasks_lib.imaging.intake import folder_task_card, ingest_card
     from tasks_lib.imaging.releases import RELEASE_TRACK, as_layout
 
     shipped = release_card(task_id, layout) if task_id else None

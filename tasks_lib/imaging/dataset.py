@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, NamedTuple
 import yaml
 from pydantic import Field, ValidationError, field_validator
 
-from evaluators.core import Frozen, InputDataError, Tier, Track
+from evaluators.core import Frozen, InputDataError, Track
 from tasks_lib.imaging.readers import read_bytes
-from tasks_lib.sources import ImageFolderSource, PublicReleaseSource, ReleaseLayout
+from tasks_lib.sources import PublicReleaseSource
 from tasks_lib.storage import Storage
-from tasks_lib.taskspec import IOContract, TaskSpec
+from tasks_lib.taskspec import TaskSpec
 from tasks_lib.tracks.base import KITS
 
 if TYPE_CHECKING:
@@ -146,53 +146,6 @@ def default_task_id(root: Path) -> str:
     return re.sub(r"[^a-z0-9]+", "-", root.name.lower()).strip("-") or "user-images"
 
 
-def folder_card(root: Path, track: Track, task_id: str | None = None,
-                release: ReleaseLayout | None = None) -> TaskSpec:
-    """The card of a user's folder (``dataset.yaml`` + the track's defaults), or of a public
-    release read in its ``release`` layout (its ``dataset.json``: labels, channels, licence).
-
-    Raises:
-        InputDataError: the folder is missing, ``dataset.yaml``/``dataset.json`` is invalid,
-            the task id is malformed or belongs to a shipped card, or the track cannot be
-            ingested (in that layout).
-    """
-    if not root.is_dir():
-        raise InputDataError(str(root.name or root), "not a folder")
-    layout = folder_layout(track)
-    if release is not None and not layout.label_maps:
-        raise InputDataError("--layout", f"the release layouts hold label maps; {track.value} "
-                                         "is not a label-map track")
-    tid = task_id or default_task_id(root)
-    if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", tid):
-        raise InputDataError("--task-id", f"{tid!r}: lower-case letters, digits, '.', '_', '-'")
-    shipped = [name for name in KITS.names() if tid in KITS.get(name).task_ids()]
-    if shipped:
-        raise InputDataError("--task-id", f"{tid!r} is a shipped {shipped[0]} task; "
-                                          "choose another id")
-    cfg, channels, inputs = read_config(root), [], layout.inputs
-    if release is not None:
-        from tasks_lib.imaging.releases import release_index, release_inputs
-
-        index = release_index(root, release)
-        cfg, channels, inputs = index.config, index.channels, release_inputs(index.channels)
-    source = ImageFolderSource(
-        kind="image_folder", folder=root.name, digest=folder_digest(root),
-        labels=cfg.labels if layout.label_maps else {},
-        classes={} if layout.label_maps else cfg.classes, spacing=cfg.spacing, layout=release,
-        channels=channels)
-    try:
-        return TaskSpec(
-            task_id=tid, track=track, title=cfg.title or f"{root.name} ({track.value})",
-            description=cfg.description or f"Images and labels of the folder {root.name!r}, "
-            "ingested with medflows pool build imaging --from.",
-            license=cfg.license, source=source,
-            io=IOContract(inputs=inputs, outputs=layout.outputs),
-            metrics=cfg.metrics or list(layout.metrics),
-            tiers=[Tier.LITE, Tier.STANDARD, Tier.PRO])
-    except ValidationError as exc:
-        raise InputDataError(CONFIG, f"metrics: {exc.errors()[0]['msg']}") from None
-
-
 def release_card(task_id: str, layout: str | None = None) -> TaskSpec | None:
     """The shipped card ``task_id`` if it is built from a public release the user brings (its
     layout must be ``layout`` when one is given), else None."""
@@ -206,18 +159,6 @@ def release_card(task_id: str, layout: str | None = None) -> TaskSpec | None:
         raise InputDataError("--layout", f"{task_id} reads {card.source.release} in the "
                                          f"{card.source.layout} layout, not {layout}")
     return card
-
-
-def folder_task_card(root: Path, track: Track, task_id: str | None,
-                     layout: ReleaseLayout | None = None) -> TaskSpec:
-    """The card a folder is built with: the shipped public-release card ``task_id`` (the folder
-    is the user's download of it), else the folder's own card (:func:`folder_card`)."""
-    card = release_card(task_id, layout) if task_id else None
-    if card is not None:
-        if not root.is_dir():
-            raise InputDataError(str(root.name or root), "not a folder")
-        return card
-    return folder_card(root, track, task_id, layout)
 
 
 def require_generated(card: TaskSpec) -> None:

@@ -11,8 +11,9 @@ The folder convention (docs/imaging.md, "Bring your own data")::
     DIR/questions.csv           vqa: question_id, case_id, question, answer
     DIR/reports.csv             report_generation: case_id, report
 
-:func:`ingest_folder` reads it (bounded readers, DICOM de-identified on the way in) into the same
-:class:`~tasks_lib.imaging.render.Rendered` a generated task renders; the construct flow then runs
+:func:`~tasks_lib.imaging.intake.ingest_folder` reads it (bounded readers, DICOM de-identified
+on the way in) into the same :class:`~tasks_lib.imaging.render.Rendered` a generated task
+renders; the construct flow then runs
 the same validate → de-identify → publish steps on both. Every mistake is an
 :class:`InputDataError` naming the file (relative to ``DIR``); nothing is written before all
 files passed.
@@ -32,7 +33,7 @@ from numpy.typing import NDArray
 
 from evaluators.core import InputDataError, InvalidSubmissionError, Track
 from tasks_lib.imaging import codecs
-from tasks_lib.imaging.dataset import DatasetConfig, folder_layout, read_config
+from tasks_lib.imaging.dataset import DatasetConfig
 from tasks_lib.imaging.readers import (
     NIFTI_SUFFIXES,
     RASTER_SUFFIXES,
@@ -47,9 +48,7 @@ from tasks_lib.imaging.readers import (
 )
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, Visibility
-from tasks_lib.sources import ImageFolderSource, PublicReleaseSource
 from tasks_lib.submission_limits import DEFAULT_LIMITS, csv_table, loads_json
-from tasks_lib.taskspec import TaskSpec
 
 PUB, PRIV = Visibility.PUBLIC, Visibility.PRIVATE
 CASE_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
@@ -325,29 +324,3 @@ def _text_track(root: Path, cfg: DatasetConfig, table: TextTable) -> Rendered:
         arts.append(Artifact(key="questions.csv", visibility=PUB, data=codecs.csv_bytes(
             ["question_id", "case_id", "question"], public)))
     return Rendered(cases, arts, [], dict(sorted(cfg.classes.items())), sources)
-
-
-def ingest_folder(root: Path, track: Track, layout: str | None = None,
-                  release: PublicReleaseSource | None = None) -> Rendered:
-    """Read a user's folder into pool files with the reader of ``track``'s kit (see the module
-    docstring), or a public release in its ``layout`` (:mod:`tasks_lib.imaging.releases`; with
-    ``release``, the one a shipped card names); checks of grids, spacings and label sets are
-    the validate step's (:mod:`tasks_lib.imaging.checks`)."""
-    if layout is None:
-        return folder_layout(track).read(root, read_config(root))
-    if not folder_layout(track).label_maps:
-        raise InputDataError("--layout", f"the release layouts hold label maps; {track.value} "
-                                         "is not a label-map track")
-    from tasks_lib.imaging.releases import read_release
-
-    return read_release(root, layout, release)
-
-
-def ingest_card(card: TaskSpec, root: Path) -> Rendered:
-    """Ingest the folder a card is built from: a public release card's download, or a user's
-    folder (in the layout its card records)."""
-    src = card.source
-    if isinstance(src, PublicReleaseSource):
-        return ingest_folder(root, card.track, src.layout, src)
-    return ingest_folder(root, card.track, src.layout if isinstance(src, ImageFolderSource)
-                         else None)

@@ -151,7 +151,8 @@ class ImagingKit(TrackKit):
         public-release card) → validate → de-identify → write vN → the public sample
         submission. The pool is named by the task id; the card's source holds the seed."""
         from tasks_lib.imaging import steps
-        from tasks_lib.imaging.dataset import folder_task_card, require_generated
+        from tasks_lib.imaging.dataset import require_generated
+        from tasks_lib.imaging.intake import folder_task_card
         from tasks_lib.imaging.releases import as_layout
 
         if len(request.tasks) != 1:

@@ -43,7 +43,7 @@ def render(card: TaskSpec) -> render_mod.Rendered:
 def ingest(card: TaskSpec, folder: str) -> render_mod.Rendered:
     """Read a user's folder of images and labels, or a public release in its layout, into pool
     files (ingest; DICOM slices are de-identified as they are read)."""
-    from tasks_lib.imaging.ingest import ingest_card
+    from tasks_lib.imaging.intake import ingest_card
 
     return ingest_card(card, Path(folder))
 

@@ -1,7 +1,7 @@
 """``medflows challenge prepare``: an official challenge release → the two splits of a
 challenge pool, split as ReX-MLE's ``prepare.py`` splits it.
 
-The card's family reader (:func:`~.readers.reader_for`) finds and checks the release's cases
+The card's family reader (:func:`~.catalog.reader_for`) finds and checks the release's cases
 (every refusal names the file, before anything is written); the sorted case ids are split 80/20
 as ReX-MLE does (:func:`~.layout.rexmle_split`); each split is written in the folders a
 synthetic case has (:class:`PreparedSplit`: inputs, answers in the card's submission layout,
@@ -19,8 +19,9 @@ from pydantic import Field
 
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.format_example import write_format_example
+from tasks_lib.challenge.prepare.catalog import reader_for
 from tasks_lib.challenge.prepare.layout import ReleaseCase
-from tasks_lib.challenge.prepare.readers import FamilyReader, reader_for
+from tasks_lib.challenge.prepare.readers import FamilyReader
 from tasks_lib.domain import Frozen
 from tasks_lib.taskspec import TaskSpec
 

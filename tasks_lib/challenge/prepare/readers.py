@@ -19,7 +19,6 @@ import numpy as np
 from evaluators.registry import Registry
 from tasks_lib.challenge.card import layout as card_layout
 from tasks_lib.challenge.files import declared_shape, load_case
-from tasks_lib.challenge.prepare.catalog import load_readers
 from tasks_lib.challenge.prepare.itk_files import read_mha, read_nrrd
 from tasks_lib.challenge.prepare.layout import (
     ReleaseCase,
@@ -143,16 +142,4 @@ def _same_grid(case: ReleaseCase, label: np.ndarray) -> None:
 
 
 READERS: Registry[FamilyReader] = Registry("release reader")
-"""Family name → its reader (the entries: :mod:`tasks_lib.challenge.prepare.catalog`)."""
-READERS.load_with(load_readers)
-
-
-def reader_for(challenge: str) -> FamilyReader:
-    """The reader of a card's family (a card without one fails with the cards that have one)."""
-    for name in READERS:
-        reader = READERS.get(name)
-        if challenge in reader.layouts:
-            return reader
-    known = sorted(c for n in READERS for c in READERS.get(n).layouts)
-    raise InputDataError("--task", f"no release reader for {challenge!r}; prepared "
-                                   f"challenges: {', '.join(known)}")
+"""Family name → its reader (the entries, and their look-up: :mod:`~.catalog`)."""

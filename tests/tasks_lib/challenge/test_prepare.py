@@ -161,7 +161,8 @@ def test_every_card_has_a_release_reader() -> None:
     """The 20 cards each have one of the 10 family readers, with a layout and the release's
     data terms; an unknown family name lists the registered ones."""
     from tasks_lib.challenge.card import list_challenges
-    from tasks_lib.challenge.prepare.readers import READERS, reader_for
+    from tasks_lib.challenge.prepare.catalog import reader_for
+    from tasks_lib.challenge.prepare.readers import READERS
 
     families = {c: reader_for(c).family for c in list_challenges()}
     assert len(families) == 20 and len(set(families.values())) == 10

@@ -151,7 +151,7 @@ def test_dicom_series_is_one_deidentified_volume(prefect_harness: None, tmp_path
 
 def _refusal(folder: Path) -> str:
     from tasks_lib.imaging import steps
-    from tasks_lib.imaging.dataset import folder_card
+    from tasks_lib.imaging.intake import folder_card
 
     with pytest.raises(InputDataError) as err:
         card = folder_card(folder, Track.SEGMENTATION, "byod-bad")
@@ -224,7 +224,7 @@ def test_tiff_images_and_labels_ingest(tmp_path: Path) -> None:
     import tifffile
 
     from tasks_lib.imaging import steps
-    from tasks_lib.imaging.dataset import folder_card
+    from tasks_lib.imaging.intake import folder_card
 
     folder = png_folder(tmp_path / "coins")
     for sub in ("images", "labels"):
@@ -348,7 +348,7 @@ def test_detection_folder_scores_perfect_baseline_to_one(prefect_harness: None,
 
 def test_box_of_unknown_class_is_refused_naming_the_file(tmp_path: Path) -> None:
     from tasks_lib.imaging import steps
-    from tasks_lib.imaging.dataset import folder_card
+    from tasks_lib.imaging.intake import folder_card
 
     folder = detection_folder(tmp_path / "coins")
     ref = json.loads((folder / "labels" / "bottom.json").read_text())
@@ -362,7 +362,7 @@ def test_box_of_unknown_class_is_refused_naming_the_file(tmp_path: Path) -> None
 
 def test_vqa_and_report_folders_ingest(tmp_path: Path) -> None:
     from tasks_lib.imaging import steps
-    from tasks_lib.imaging.dataset import folder_card
+    from tasks_lib.imaging.intake import folder_card
 
     folder = png_folder(tmp_path / "coins")
     shutil.rmtree(folder / "labels")

@@ -26,8 +26,7 @@ from support.cli import invoke
 
 from evaluators.core import InputDataError, Track
 from tasks_lib.imaging.checks import check_rendered
-from tasks_lib.imaging.dataset import folder_card
-from tasks_lib.imaging.ingest import ingest_folder
+from tasks_lib.imaging.intake import folder_card, ingest_folder
 from tasks_lib.imaging.releases import msd_release, nnunet_release, read_release
 from tasks_lib.sources import PublicReleaseSource
 
@@ -257,7 +256,7 @@ def test_wrong_nnunet_layout_is_refused_naming_the_file(tmp_path: Path, damage, 
 
 
 def test_public_release_cards_need_the_users_download(tmp_path: Path) -> None:
-    from tasks_lib.imaging.ingest import ingest_card
+    from tasks_lib.imaging.intake import ingest_card
     from tasks_lib.imaging.pool import load_task
 
     refused = invoke("pool", "build", "imaging", "--task", "liver-tumor-seg")
