@@ -65,7 +65,7 @@ def test_classical_boxes_of_a_one_class_folder_pool_use_that_class(tmp_path: Pat
     from evaluators.core import Track
     from tasks_lib.imaging import steps
     from tasks_lib.imaging.baselines import BaselineKind, baseline_files
-    from tasks_lib.imaging.dataset import folder_card
+    from tasks_lib.imaging.intake import folder_card
     from tests.tasks_lib.imaging.test_ingest import detection_folder
 
     folder = detection_folder(tmp_path / "coins")
