@@ -47,8 +47,8 @@ from tasks_lib.sandbox.base import (
     ViolationKind,
 )
 from tasks_lib.sandbox.devices import GpuSampler, cell_cache, cell_gpus
-from tasks_lib.sandbox.docker_backend import image_name
 from tasks_lib.sandbox.hostio import copy_tree, disk_usage, remove_tree
+from tasks_lib.sandbox.images import image_name
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.taskspec import Budget
 from tasks_lib.tracks.base import find_card, kit_for

@@ -25,7 +25,6 @@ restart at a cap keeps it), the sweep (:mod:`tasks_lib.sweep`) after a ``kill -9
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import io
 import os
 import shutil
@@ -40,7 +39,6 @@ from typing import Any
 from tasks_lib.sandbox.base import (
     HOST_LIMITS,
     CappedCapture,
-    ContainerImage,
     ExecResult,
     HostLimits,
     Language,
@@ -54,14 +52,13 @@ from tasks_lib.sandbox.base import (
     sandbox_env,
 )
 from tasks_lib.sandbox.hostio import iter_tree
+from tasks_lib.sandbox.images import agent_image
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.sandbox.lifetime import die_with_parent
 from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError, etc_files
 from tasks_lib.sandbox.monitor import QuotaWatcher, SyscallMonitor, strace_argv, strace_path
 
 IMAGE = "medflows-sandbox:1"
-AGENT_REPOSITORY = "medflows-agent"
-"""Repository of agents' own images imported from a rootfs tarball (tag: its digest)."""
 LEASE_LABEL = "medflows.lease"
 """Container label holding the id of the lease the container belongs to."""
 SANDBOX_UID = 1000
@@ -121,53 +118,6 @@ def ensure_image(engine: Any) -> str:
         repository, tag = IMAGE.split(":")
         engine.api.import_image_from_data(rootfs_tarball(), repository=repository, tag=tag)
     return IMAGE
-
-
-def agent_image(engine: Any, image: ContainerImage) -> str:
-    """The tag of an agent's own image: ``image.tag`` (it must be in the engine: nothing is
-    pulled), or ``medflows-agent:<digest>`` imported once from ``image.tarball``.
-
-    Raises:
-        SandboxUnavailableError: the tag is not in the engine, or the tarball is unreadable.
-    """
-    import docker
-
-    if image.tag is not None:
-        try:
-            engine.images.get(image.tag)
-        except docker.errors.ImageNotFound:
-            raise SandboxUnavailableError(f"image {image.tag} is not in the Docker engine (build "
-                                          "or load it there first; nothing is pulled)") from None
-        return image.tag
-    assert image.tarball is not None
-    name = image_name(image)
-    try:
-        engine.images.get(name)
-    except docker.errors.ImageNotFound:
-        engine.api.import_image_from_file(str(image.tarball), repository=AGENT_REPOSITORY,
-                                          tag=name.rpartition(":")[2])
-    return name
-
-
-def image_name(image: ContainerImage) -> str:
-    """The name an agent's image runs under: its tag, or ``medflows-agent:<digest>`` of its
-    tarball (the first 16 hex digits of its SHA-256, so an edited tarball imports afresh).
-
-    Raises:
-        SandboxUnavailableError: the tarball cannot be read.
-    """
-    if image.tag is not None:
-        return image.tag
-    assert image.tarball is not None
-    digest = hashlib.sha256()
-    try:
-        with image.tarball.open("rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                digest.update(block)
-    except OSError as exc:
-        raise SandboxUnavailableError(f"cannot read image tarball {image.tarball}: "
-                                      f"{exc.strerror}") from None
-    return f"{AGENT_REPOSITORY}:{digest.hexdigest()[:16]}"
 
 
 def _volumes(spec: SandboxSpec) -> dict[str, dict[str, str]]:
