@@ -20,6 +20,8 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 demo: setup
+	# The RWE part runs its analysts in bubblewrap; without it (not root) the demo skips RWE.
+	-bash scripts/system-deps.sh bubblewrap strace
 	$(VENV)/bin/medflows demo
 
 test: setup
