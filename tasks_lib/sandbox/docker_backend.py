@@ -55,8 +55,9 @@ from tasks_lib.sandbox.hostio import iter_tree
 from tasks_lib.sandbox.images import agent_image
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.sandbox.lifetime import die_with_parent
+from tasks_lib.sandbox.limits import QuotaWatcher
 from tasks_lib.sandbox.local import SYSTEM_DIRS, SandboxUnavailableError, etc_files
-from tasks_lib.sandbox.monitor import QuotaWatcher, SyscallMonitor, strace_argv, strace_path
+from tasks_lib.sandbox.monitor import SyscallMonitor, strace_argv, strace_path
 
 IMAGE = "medflows-sandbox:1"
 LEASE_LABEL = "medflows.lease"

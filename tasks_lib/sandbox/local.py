@@ -41,13 +41,8 @@ from tasks_lib.sandbox.base import (
 )
 from tasks_lib.sandbox.lease import Lease
 from tasks_lib.sandbox.lifetime import die_with_parent
-from tasks_lib.sandbox.monitor import (
-    Cgroup,
-    QuotaWatcher,
-    SyscallMonitor,
-    strace_argv,
-    strace_path,
-)
+from tasks_lib.sandbox.limits import Cgroup, QuotaWatcher
+from tasks_lib.sandbox.monitor import SyscallMonitor, strace_argv, strace_path
 
 SYSTEM_DIRS = ("/usr", "/bin", "/lib", "/lib64", "/etc/alternatives", "/etc/ssl")
 
