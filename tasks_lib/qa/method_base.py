@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import re
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal
 
@@ -58,6 +59,24 @@ class MethodResult(Frozen):
                                              "the extractor's.")
     trace: dict[str, str] = Field(default_factory=dict, description="Method-specific facts for "
                                   "the trace (e.g. MDAgents' route).")
+
+
+EXPERT = "You are a medical expert answering a multiple-choice exam question."
+COT = "Think step by step, then finish with a line 'The answer is (X)' where X is the letter."
+
+
+def format_item(question: str, options: dict[str, str]) -> str:
+    """Question followed by one ``X. text`` line per option."""
+    return question + "\n\n" + "\n".join(f"{k}. {v}" for k, v in options.items())
+
+
+def majority(votes: Sequence[str | None]) -> str | None:
+    """Most frequent non-None vote; ties go to the vote seen first."""
+    counted = Counter(v for v in votes if v is not None)
+    if not counted:
+        return None
+    best = max(counted.values())
+    return next(v for v in votes if v is not None and counted[v] == best)
 
 
 Method = Callable[[PublicQAItem, str, CompletionFn, MethodContext], MethodResult]

@@ -17,12 +17,13 @@ by default, counted in ``calls`` and tokens with its ``extractor_*`` share; ``re
 Calls per item, model + extractor: zero_shot, few_shot, cot 1 + 1; cot_sc 6 + 6; multi_persona
 7 + 7; self_refine 2 + 4 (first review accepts) … 7 + 8 (three rejections); medprompt 6 + 4.
 
-**Our improvements are separately named variants** (the methods as medflows first had them,
-unchanged, regex-extracted, no extractor call): ``cot_sc_vote`` (5 sampled CoT calls at
-``ctx.sample_temperature``, programmatic majority), ``multi_persona_panel`` (3 personas, 2 rounds
-seeing each other's full replies, a moderator; 7 calls), ``self_refine_stable`` (feedback → refine
-up to 3 rounds, stopping when the answer is stable; 3–7 calls) and ``medprompt_shuffle`` (3 CoT
-calls over seeded option shuffles, letters mapped back, majority; 3 calls).
+**Our improvements are separately named variants** (:mod:`tasks_lib.qa.method_variants`; the
+methods as medflows first had them, unchanged, regex-extracted, no extractor call): ``cot_sc_vote``
+(5 sampled CoT calls at ``ctx.sample_temperature``, programmatic majority), ``multi_persona_panel``
+(3 personas, 2 rounds seeing each other's full replies, a moderator; 7 calls),
+``self_refine_stable`` (feedback → refine up to 3 rounds, stopping when the answer is stable; 3–7
+calls) and ``medprompt_shuffle`` (3 CoT calls over seeded option shuffles, letters mapped back,
+majority; 3 calls).
 """
 
 from __future__ import annotations
@@ -33,33 +34,17 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from typing import TypeVar
 
-from evaluators.qa import extract_answer
 from tasks_lib.llm import CompletionFn
 from tasks_lib.llm_scope import gather
 
 # The paper's multi-agent methods register themselves in METHODS when imported: importing them
 # here makes this module the one place that registers every method (import METHODS from here).
-from tasks_lib.qa import mdagents, medagents  # noqa: F401
+from tasks_lib.qa import mdagents, medagents, method_variants  # noqa: F401
 from tasks_lib.qa.method_base import METHODS as METHODS
 from tasks_lib.qa.method_base import CallTally, MethodContext, MethodResult
+from tasks_lib.qa.method_base import format_item as format_item
+from tasks_lib.qa.method_base import majority as majority
 from tasks_lib.qa.types import Exemplar, PublicQAItem
-
-EXPERT = "You are a medical expert answering a multiple-choice exam question."
-COT = "Think step by step, then finish with a line 'The answer is (X)' where X is the letter."
-
-
-def format_item(question: str, options: dict[str, str]) -> str:
-    """Question followed by one ``X. text`` line per option."""
-    return question + "\n\n" + "\n".join(f"{k}. {v}" for k, v in options.items())
-
-
-def majority(votes: Sequence[str | None]) -> str | None:
-    """Most frequent non-None vote; ties go to the vote seen first."""
-    counted = Counter(v for v in votes if v is not None)
-    if not counted:
-        return None
-    best = max(counted.values())
-    return next(v for v in votes if v is not None and counted[v] == best)
 
 
 def paper_options(options: Mapping[str, str]) -> str:
@@ -320,97 +305,3 @@ def medprompt(item: PublicQAItem, model: str, complete: CompletionFn, ctx: Metho
     final = solutions[chosen]
     return t.finish(t.extract(final, item.options, ctx), final,
                     {"picks": ",".join(str(p) for p in picks), "chosen": str(chosen)})
-
-
-# ----------------------------------------------------------------------------- variants
-# The methods as medflows first had them (regex answers, no extractor call), under their own names.
-
-
-@METHODS.register("cot_sc_vote")
-def cot_sc_vote(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
-           ) -> MethodResult:
-    """Self-consistency: ``ctx.samples`` sampled CoT replies, majority vote."""
-    t = CallTally(model, complete)
-    prompt = format_item(item.question, item.options)
-    raws = t.ask_all([(f"{EXPERT} {COT}", prompt, ctx.sample_temperature)] * ctx.samples)
-    votes = [extract_answer(r, item.options) for r in raws]
-    answer = majority(votes)
-    raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
-    return t.result(answer, raw)
-
-
-@METHODS.register("self_refine_stable")
-def self_refine_stable(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext,
-                rounds: int = 3) -> MethodResult:
-    """CoT answer, then up to ``rounds`` feedback→refine rounds; stops when the answer is stable."""
-    t = CallTally(model, complete)
-    prompt = format_item(item.question, item.options)
-    raw = t.ask(f"{EXPERT} {COT}", prompt)
-    answer = extract_answer(raw, item.options)
-    for _ in range(rounds):
-        feedback = t.ask(
-            "You are a meticulous medical examiner. Point out errors in the reasoning below.",
-            f"{prompt}\n\nProposed solution:\n{raw}",
-        )
-        refined = t.ask(
-            f"{EXPERT} Improve the solution using the feedback. {COT}",
-            f"{prompt}\n\nPrevious solution:\n{raw}\n\nFeedback:\n{feedback}",
-        )
-        new_answer = extract_answer(refined, item.options)
-        raw, stable = refined, new_answer == answer
-        answer = new_answer
-        if stable:
-            break
-    return t.result(answer, raw)
-
-
-PERSONAS = ("an internal medicine physician", "a clinical pharmacologist", "a medical educator")
-
-
-@METHODS.register("multi_persona_panel")
-def multi_persona_panel(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext
-                  ) -> MethodResult:
-    """Three personas answer, see each other's answers for a second round, a moderator decides."""
-    t = CallTally(model, complete)
-    prompt = format_item(item.question, item.options)
-    views = t.ask_all([(f"You are {p}. {COT}", prompt, 0.0) for p in PERSONAS])
-    for _ in range(1):
-        board = "\n\n".join(f"{p}:\n{v}" for p, v in zip(PERSONAS, views, strict=True))
-        views = t.ask_all([
-            (f"You are {p}. Reconsider your answer given your colleagues' views. {COT}",
-             f"{prompt}\n\nColleagues' answers:\n{board}", 0.0)
-            for p in PERSONAS
-        ])
-    board = "\n\n".join(f"{p}:\n{v}" for p, v in zip(PERSONAS, views, strict=True))
-    raw = t.ask(f"You moderate a panel of medical experts. Decide the final answer. {COT}",
-                f"{prompt}\n\nPanel's final answers:\n{board}")
-    return t.result(extract_answer(raw, item.options), raw)
-
-
-def _shuffled(options: dict[str, str], rng: random.Random) -> tuple[dict[str, str], dict[str, str]]:
-    """Options in a shuffled order under the same letters, and new letter → original letter."""
-    letters = list(options)
-    order = letters[:]
-    rng.shuffle(order)
-    shown = {new: options[old] for new, old in zip(letters, order, strict=True)}
-    back = dict(zip(letters, order, strict=True))
-    return shown, back
-
-
-@METHODS.register("medprompt_shuffle")
-def medprompt_shuffle(item: PublicQAItem, model: str, complete: CompletionFn, ctx: MethodContext,
-              generations: int = 3) -> MethodResult:
-    """Medprompt choice-shuffle ensemble: CoT on ``generations`` seeded option orders, vote."""
-    t = CallTally(model, complete)
-    rng = random.Random(f"{ctx.seed}:{item.dataset}:{item.realidx}")
-    orders = [_shuffled(item.options, rng) for _ in range(generations)]
-    raws = t.ask_all([(f"{EXPERT} {COT}", format_item(item.question, shown), 0.0)
-                      for shown, _ in orders])
-    votes: list[str | None] = []
-    for raw, (shown, back) in zip(raws, orders, strict=True):
-        letter = extract_answer(raw, shown)
-        votes.append(back[letter] if letter else None)
-    answer = majority(votes)
-    raw = next((r for r, v in zip(raws, votes, strict=True) if v == answer), raws[-1])
-    return t.result(answer, raw)
-

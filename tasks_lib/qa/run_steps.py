@@ -66,7 +66,8 @@ def _pool(pool_url: str, pool_hash: str) -> LoadedPool:
 
 CHUNK_MODULES = ("tasks_lib.qa.run_steps", "tasks_lib.qa.pool", "tasks_lib.qa.runner",
                  "tasks_lib.item_runner", "tasks_lib.qa.methods",
-                 "tasks_lib.qa.method_base", "tasks_lib.qa.medagents", "tasks_lib.qa.mdagents",
+                 "tasks_lib.qa.method_base", "tasks_lib.qa.method_variants",
+                 "tasks_lib.qa.medagents", "tasks_lib.qa.mdagents",
                  "tasks_lib.qa.predictions", "tasks_lib.qa.types", "evaluators.qa",
                  "tasks_lib.llm", "tasks_lib.llm_cache", "tasks_lib.llm_limits",
                  "tasks_lib.llm_scope", "tasks_lib.agents", "tasks_lib.pricing",

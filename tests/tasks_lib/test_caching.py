@@ -165,7 +165,7 @@ def _edit_cot_prompt(source: str) -> str:
 
 def test_prompt_change_recomputes_execute_chunk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
                                                 replay_pool: dict[str, Any]) -> None:
-    change = _redirect(monkeypatch, tmp_path, "tasks_lib.qa.methods", _edit_cot_prompt)
+    change = _redirect(monkeypatch, tmp_path, "tasks_lib.qa.method_base", _edit_cot_prompt)
     assert _execute_states(replay_pool, change) == RECOMPUTED_THEN_HIT
 
 
