@@ -170,15 +170,37 @@ def score_medbench_cmd(pool: str = typer.Option(..., help="MedBench pool root, o
 @report_app.command("medbench")
 @user_errors(kits=False)
 def report_medbench_cmd(
-    pool: str = typer.Option(..., help="MedBench pool root, or active:<subset_id>."),
+    pool: str = typer.Option(None, help="MedBench pool root, or active:<subset_id> (with "
+                                        "--pair: needed for agent ids)."),
     evaluator_version: str = typer.Option(None, help="Show this evaluator version's rows."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    pair: tuple[str, str] | None = typer.Option(
+        None, "--pair", metavar="BASE AGENT",
+        help="Compare two runs on the same items (run ids, or agent ids: their newest scored "
+             "run on --pool): per dimension and overall, agent − base with a paired bootstrap "
+             "95 % CI and p, Holm over the dimensions (docs/report.md)."),
+    html: str = typer.Option(None, "--html", metavar="DIR",
+                             help="With --pair: also write the pair page and the two runs' "
+                                  "pages as a static site in DIR."),
+    resamples: int = typer.Option(None, min=100, help="With --pair: bootstrap resamples "
+                                                      "(default 2000)."),
+    seed: int = typer.Option(None, help="With --pair: seed of the resampling (default 20231)."),
 ) -> None:
     """MedBench view (alias kept beside ``medflows report --pool POOL``): overall, dimensions
     and tasks (mean ± SD over replicates) and the judge's κ, from the ledger's score rows,
     ranked by the one rule of every board; writes report.md/report.json under
     reports/medbench/; recorded as a ``report-medbench`` flow run with its artifact when a
-    Prefect API is configured (no server is started for a report)."""
+    Prefect API is configured (no server is started for a report). With ``--pair BASE AGENT``:
+    the paired comparison of two runs (a base model and an agent on its backbone) instead."""
+    if pair is not None:
+        _report_pair(pair, pool, evaluator_version, as_json, html, resamples, seed)
+        return
+    if html or resamples is not None or seed is not None:
+        raise InputDataError("--html/--resamples/--seed", "apply to --pair BASE AGENT only "
+                                                          "(the pool report: medflows report "
+                                                          "--pool P --html DIR)")
+    if pool is None:
+        raise InputDataError("--pool", "give --pool POOL (or --pair BASE AGENT)")
     from tasks_lib.medbench.report import build_report, to_markdown, write_report
     from tasks_lib.report.build import prefect_api_configured
 
@@ -194,6 +216,28 @@ def report_medbench_cmd(
         echo_json({"markdown": url, **report.model_dump(mode="json")})
     else:
         typer.echo(to_markdown(report))
+
+
+def _report_pair(pair: tuple[str, str], pool: str | None, evaluator_version: str | None,
+                 as_json: bool, html: str | None, resamples: int | None,
+                 seed: int | None) -> None:
+    """``report medbench --pair BASE AGENT``: warnings on stderr, the report on stdout."""
+    from evaluators.significance import DEFAULT
+    from tasks_lib.medbench.report_pair import build_pair
+    from tasks_lib.medbench.report_pair_view import to_markdown, write_html
+
+    changes = {k: v for k, v in (("n_resamples", resamples), ("seed", seed)) if v is not None}
+    report = build_pair(pair[0], pair[1], location(pool) if pool else None, evaluator_version,
+                        DEFAULT.model_copy(update=changes))
+    for warning in report.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    page = write_html(report, html) if html else None
+    if as_json:
+        echo_json({**report.model_dump(mode="json"), **({"html": str(page)} if page else {})})
+        return
+    typer.echo(to_markdown(report), nl=False)
+    if page:
+        typer.echo(f"html: {page}")
 
 
 @medbench_app.command("export-ratings")
