@@ -194,18 +194,10 @@ def build_challenge(
     (ledgered) only after a clean exploit audit. Prints JSON."""
     from flows.challenge import construct_challenge
     from tasks_lib.challenge.card import load_challenge
-    from tasks_lib.imaging.pool import read_manifest
 
     load_challenge(task)
     manifest = construct_challenge(task, location(out) if out else None, seed, audit_override)
-    m = read_manifest(manifest.removesuffix("/manifest.json"))
-    summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
-                                  "version": m.version, "n_cases": len(m.cases),
-                                  "manifest": manifest, "illustrative": True}
-    if as_json:
-        summary |= {"content_hash": m.content_hash, "seed": seed,
-                    "cases": [c.case_id for c in m.cases]}
-    echo_json(summary)
+    echo_json(_pool_summary(manifest, illustrative=True, full=as_json, seed=seed))
 
 
 @challenge_app.command("prepare")
@@ -229,17 +221,26 @@ def prepare_cmd(
     from flows.challenge import construct_challenge
     from tasks_lib.challenge.card import load_challenge
     from tasks_lib.challenge.prepare.catalog import reader_for
-    from tasks_lib.imaging.pool import read_manifest
 
     card = load_challenge(task)
     reader_for(task).cases(card, from_dir)  # refuse a wrong layout before the flow starts
     manifest = construct_challenge(task, location(out) if out else None,
                                    audit_override=audit_override,
                                    release=str(from_dir.resolve()))
+    echo_json(_pool_summary(manifest, illustrative=False, full=as_json))
+
+
+def _pool_summary(manifest: str, illustrative: bool, full: bool,
+                  **extra: object) -> dict[str, object]:
+    """What `pool build challenge` and `challenge prepare` print (``full``: with --json, also
+    the content hash, ``extra`` and the test cases)."""
+    from tasks_lib.imaging.pool import read_manifest
+
     m = read_manifest(manifest.removesuffix("/manifest.json"))
     summary: dict[str, object] = {"task_id": m.task_id, "track": m.track.value,
                                   "version": m.version, "n_cases": len(m.cases),
-                                  "manifest": manifest, "illustrative": False}
-    if as_json:
-        summary |= {"content_hash": m.content_hash, "cases": [c.case_id for c in m.cases]}
-    echo_json(summary)
+                                  "manifest": manifest, "illustrative": illustrative}
+    if full:
+        summary |= {"content_hash": m.content_hash, **extra,
+                    "cases": [c.case_id for c in m.cases]}
+    return summary
