@@ -92,7 +92,7 @@ def _pool(pool_id: str, version: int = 1, tasks: dict[str, Any] = TASKS) -> str:
 
 
 def _run(url: str, agent: str, model: str, answers: dict[str, Any], replicate: int = 0,
-         score: bool = True) -> str:
+         score: bool = True, status: RunStatus = RunStatus.COMPLETED) -> str:
     """A completed run of ``agent`` (backbone ``model``) answering ``answers``, scored."""
     m = MedBenchManifest.model_validate(Storage(url).read_json(MANIFEST))
     run_id = f"{m.pool_id}-v{m.version}-{agent}-{replicate}"
@@ -101,7 +101,7 @@ def _run(url: str, agent: str, model: str, answers: dict[str, Any], replicate: i
     run_store(run_id).child(SUBMISSION).write_text("predictions.jsonl", lines)
     spec = AgentSpec(agent_id=agent, harness=Harness.UPLOAD, model=model, method="hand")
     record_run(RunRecord(run_id=run_id, agent=spec, task_id=m.pool_id, track=Track.MEDBENCH,
-                         replicate=replicate, status=RunStatus.COMPLETED, pool_url=url,
+                         replicate=replicate, status=status, pool_url=url,
                          pool_id=m.pool_id, pool_version=m.version, pool_hash=m.content_hash,
                          n_items=m.n_items))
     if score:
@@ -232,15 +232,18 @@ def test_agent_ids_resolve_to_their_newest_scored_run(ledger: Ledger) -> None:
 
 
 def test_versions_of_one_pool_pair_on_their_common_items(ledger: Ledger) -> None:
-    v2 = {"choice": (*TASKS["choice"][:3], [*CHOICE[:4], "choice-q9#s0", "choice-q9#s1"]),
+    v2 = {"choice": (*TASKS["choice"][:3], [*CHOICE[1:4], "choice-q9#s0", "choice-q9#s1"]),
           "safety": TASKS["safety"]}
     run = _run(_pool(ledger.pool_id, 2, v2), "v2-agent", "gpt-4o", RIGHT)
     pair = build_pair(ledger.base, run)
     assert [r.scope for r in pair.dimensions] == ["CMR", "HSE"]
     cmr = pair.dimensions[0]
-    assert (cmr.n_items, cmr.base, cmr.agent) == (4, pytest.approx(75.0), pytest.approx(100.0))
+    assert (cmr.n_items, cmr.n_questions) == (3, 3)  # q0 has 1 shuffle in common, q1 2
+    assert (cmr.base, cmr.agent) == (pytest.approx(200 / 3), pytest.approx(100.0))
+    assert pair.notes == ["choice: its questions have unequal numbers of common shuffles, so "
+                          "its evaluation items are resampled one by one"]
     assert pair.only_in_agent == ["choice-q9#s0", "choice-q9#s1"]
-    assert pair.only_in_base == sorted(CHOICE[4:] + CODES + list(LABELS))
+    assert pair.only_in_base == sorted([CHOICE[0], *CHOICE[4:], *CODES, *LABELS])
     assert pair.backbone_match is False
     assert any(w.startswith("backbones differ: base gpt-4o-mini") for w in pair.warnings)
     assert any("different versions of" in w for w in pair.warnings)
@@ -260,6 +263,11 @@ def test_errors_name_what_is_wrong(ledger: Ledger) -> None:
     elsewhere = _run(_pool(f"mbpair-other-{uuid.uuid4().hex[:4]}"), "x", "gpt-4o-mini", RIGHT)
     with pytest.raises(InputDataError, match="the runs used different pools"):
         build_pair(ledger.base, elsewhere)
+    failed = _run(ledger.url, "refused", "gpt-4o-mini", RIGHT, status=RunStatus.INVALID)
+    with pytest.raises(InputDataError, match=f"agent run {failed}: the submission was refused "
+                                             "when it was stored: an uncredited run has no "
+                                             "score to compare"):
+        build_pair(ledger.base, failed)
     with pytest.raises(InputDataError, match="is the base run"):
         build_pair(ledger.base, ledger.base)
     with pytest.raises(InputDataError, match=r"ran on .* not on --pool"):
@@ -290,3 +298,42 @@ def test_cli_json_markdown_and_html(ledger: Ledger, tmp_path: Path) -> None:
     assert bad.exit_code == 2 and "error: agent: no run or agent 'nope'" in bad.stderr
     bad = invoke("report", "medbench", "--seed", "3", "--pool", ledger.url)
     assert bad.exit_code == 2 and "apply to --pair BASE AGENT only" in bad.stderr
+
+
+BANK = ["medqa-choice", "safety-choice", "dicom-fields", "dicom-string"]
+"""Bank cards of the LLM track (CMR, HSE, MLU: single choice × 3 shuffles, micro-F1
+extraction, 1-NED strings), built as ``pool build medbench`` builds them."""
+
+
+def test_bank_items_pair_by_question_and_match_the_cards() -> None:
+    from tasks_lib.medbench.items import read_references
+    from tasks_lib.medbench.pool import build_task, publish
+    from tasks_lib.records import read_card
+
+    pool_id = f"mbpair-bank-{uuid.uuid4().hex[:6]}"
+    url, m = publish(pool_id, None, {t: build_task(t) for t in BANK}, seed=0)
+    require_clean(audit_pool(url, sandbox=False), None)
+    store.record_pool(PoolRow(pool_id=pool_id, version=m.version, track="medbench",
+                              content_hash=m.content_hash, manifest_url=f"{url}/{MANIFEST}",
+                              n_items=m.n_items))
+    refs = read_references(url)
+    oracle = {i: r.letter or r.tuples or r.text for i, r in refs.items()}
+    chat = {i: (a if i.endswith("#s0") and r.task_id == "medqa-choice" else "E")
+            if r.letter else a for (i, a), r in zip(oracle.items(), refs.values(), strict=True)}
+    chat[next(i for i in refs if i.startswith("dicom-string"))] = None
+    base = _run(url, "gpt-4o-mini@medbench", "openai/gpt-4o-mini", chat)
+    agent = _run(url, "gpt-4o-mini@medbench-agent", "gpt-4o-mini", oracle)
+    pair = build_pair(base, agent, settings=SignificanceSettings(n_resamples=500))
+    cards = {r: read_card(r, pair.base.evaluator_version) for r in (base, agent)}
+    rows = {r.scope: r for r in pair.dimensions}
+    assert set(rows) == {"CMR", "HSE", "MLU"} and pair.backbone_match is True
+    for scope, row in rows.items():
+        assert row.base == pytest.approx(cards[base].groups[f"dimension/{scope}"]["score"])
+        assert row.agent == pytest.approx(cards[agent].groups[f"dimension/{scope}"]["score"])
+        assert row.ci_low is not None and row.ci_high is not None
+        assert row.ci_low <= row.difference <= row.ci_high
+    assert pair.overall.base == pytest.approx(cards[base].task_score)
+    assert pair.overall.agent == pytest.approx(100.0)
+    assert (rows["CMR"].n_items, rows["CMR"].n_questions) == (12, 4)  # 4 questions × 3
+    assert rows["CMR"].base == pytest.approx(100 / 3) and rows["HSE"].base == 0.0
+    assert pair.only_agent_answered == [next(i for i in refs if i.startswith("dicom-string"))]
