@@ -151,9 +151,11 @@ class ChallengeSource(Frozen):
     submission: SubmissionLayout = Field(description="Submission folder layout.")
 
 
-ReleaseLayout = Literal["msd", "nnunetv2"]
-"""Folder layouts of public segmentation releases medflows reads (docs/imaging.md, "Bringing
-the public releases"): the Medical Segmentation Decathlon's and nnU-Net v2's raw dataset."""
+ReleaseLayout = Literal["msd", "nnunetv2", "pants", "feta", "vindr-cxr", "slake"]
+"""Folder layouts of public releases medflows reads (docs/imaging.md, "Bringing the public
+releases"): segmentation (the Medical Segmentation Decathlon's, nnU-Net v2's raw dataset, PanTS,
+FeTA's BIDS folders), detection (VinDr-CXR) and VQA (SLAKE); readers in
+``tasks_lib/imaging/releases.py``."""
 
 
 class ImageFolderSource(Frozen):
@@ -188,10 +190,12 @@ class PublicReleaseSource(Frozen):
     access: str = Field(description="What a user must do to get it (registration, licence).")
     layout: ReleaseLayout = Field(description="Layout of the downloaded folder (``--layout``).")
     modality: str = Field(description="Imaging modality.")
-    channels: list[str] = Field(min_length=1, description="Image channel names in the release's "
-                                "order (its dataset.json's modality/channel_names).")
-    labels: dict[int, str] = Field(min_length=1, description="Label value → name the release's "
-                                   "dataset.json must declare (0 = background, not listed).")
+    channels: list[str] = Field(default_factory=list, description="Image channel names in the "
+                                "release's order (its dataset.json's modality/channel_names); "
+                                "empty for 2-D layouts.")
+    labels: dict[int, str] = Field(default_factory=dict, description="Label value → name the "
+                                   "release must declare (0 = background, not listed); box "
+                                   "class id → name for detection; empty for VQA.")
     n_cases: int | None = Field(default=None, ge=1, description="Take the first N labelled "
                                 "cases (by label file name) that pass ``require_label``; None: "
                                 "every labelled case.")
@@ -206,7 +210,7 @@ class MedBenchSource(Frozen):
     builder: str = Field(description="Registered bank builder that makes the items (see "
                                       "docs/medbench.md).")
     dimension: str = Field(description="Capability dimension: MLU, MLG, MKQA, CMR, HSE, MM-A1, "
-                                       "MM-A2, MM-A3.")
+                                       "MM-A2, MM-A3, AG-G1 … AG-G6.")
     specialty: str = Field(description="Clinical specialty of the task's items (default).")
     answer_type: str = Field(description="single_choice, multi_label, extraction, open_ended, "
                                          "region or string.")
@@ -222,6 +226,9 @@ class MedBenchSource(Frozen):
     dataset: str | None = Field(
         default=None, description="The MedBench v4 dataset the task stands in for (spec §2.2, "
                                   "e.g. MedOCR); None where the paper names none (LLM track).")
+    tools: list[str] = Field(
+        default_factory=list, description="Agent track: the tools medflows serves the agent "
+                                          "on every item (tasks_lib/medbench/agent_tools.py).")
 
 
 class RWEStudySource(Frozen):

@@ -123,13 +123,13 @@ def _build_from_folder(folder: Path, track: str | None, task_id: str | None,
     from tasks_lib.imaging.checks import check_rendered
     from tasks_lib.imaging.dataset import folder_tracks, release_card
     from tasks_lib.imaging.intake import folder_task_card, ingest_card
-    from tasks_lib.imaging.releases import RELEASE_TRACK, as_layout
+    from tasks_lib.imaging.releases import as_layout, release_track
 
     shipped = release_card(task_id, layout) if task_id else None
     if shipped is not None and track not in (None, shipped.track.value):
         raise InputDataError("--track", f"{task_id} is a {shipped.track.value} task")
     if track is None and (layout is not None or shipped is not None):
-        track = (shipped.track if shipped else RELEASE_TRACK).value
+        track = (shipped.track if shipped else release_track(layout)).value
     names = [t.value for t in folder_tracks()]
     if track not in names:
         raise InputDataError("--track", f"{track!r}: a folder is ingested as one of "

@@ -21,7 +21,12 @@ from tasks_lib.imaging.dataset import (
     read_config,
     release_card,
 )
-from tasks_lib.imaging.releases import read_release, release_index, release_inputs
+from tasks_lib.imaging.releases import (
+    check_release_track,
+    read_release,
+    release_index,
+    release_inputs,
+)
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.sources import ImageFolderSource, PublicReleaseSource, ReleaseLayout
 from tasks_lib.taskspec import IOContract, TaskSpec
@@ -41,9 +46,7 @@ def folder_card(root: Path, track: Track, task_id: str | None = None,
     if not root.is_dir():
         raise InputDataError(str(root.name or root), "not a folder")
     layout = folder_layout(track)
-    if release is not None and not layout.label_maps:
-        raise InputDataError("--layout", f"the release layouts hold label maps; {track.value} "
-                                         "is not a label-map track")
+    check_release_track(release, track)
     tid = task_id or default_task_id(root)
     if not re.fullmatch(r"[a-z0-9][a-z0-9._-]{0,63}", tid):
         raise InputDataError("--task-id", f"{tid!r}: lower-case letters, digits, '.', '_', '-'")
@@ -54,7 +57,8 @@ def folder_card(root: Path, track: Track, task_id: str | None = None,
     cfg, channels, inputs = read_config(root), [], layout.inputs
     if release is not None:
         index = release_index(root, release)
-        cfg, channels, inputs = index.config, index.channels, release_inputs(index.channels)
+        cfg, channels = index.config, index.channels
+        inputs = index.inputs or release_inputs(index.channels)
     source = ImageFolderSource(
         kind="image_folder", folder=root.name, digest=folder_digest(root),
         labels=cfg.labels if layout.label_maps else {},
@@ -93,9 +97,7 @@ def ingest_folder(root: Path, track: Track, layout: str | None = None,
     the validate step's (:mod:`tasks_lib.imaging.checks`)."""
     if layout is None:
         return folder_layout(track).read(root, read_config(root))
-    if not folder_layout(track).label_maps:
-        raise InputDataError("--layout", f"the release layouts hold label maps; {track.value} "
-                                         "is not a label-map track")
+    check_release_track(layout, track)
     return read_release(root, layout, release)
 
 

@@ -1,0 +1,145 @@
+"""SLAKE 1.0 (Liu et al., ISBI 2021; www.med-vqa.com/slake, Hugging Face ``BoKelvin/SLAKE``)
+in its own layout, read as AutoMedBench's ``eval_vqa/stage_hf_datasets.py`` stages its
+``slake-task``::
+
+    test.json                       [{"qid", "img_name": "xmlab102/source.jpg", "question",
+                                      "answer", "q_lang": "en"|"zh", "answer_type", "modality",
+                                      "location", …}, …]  (train.json, validate.json: not read)
+    imgs/xmlab102/source.jpg        the images (imgs.zip extracted; masks and detection.json
+                                    beside them are not read)
+
+The English questions of the test split (``q_lang == "en"``, 1,061 in SLAKE 1.0), in file
+order, are the cases ``slake_00000``, ``slake_00001``, … (AutoMedBench's ids); ``n_cases`` on a
+card takes the first N. Each image (``xmlab102``) is published once as 8-bit greyscale PNG.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path, PurePosixPath
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from evaluators.core import InputDataError, InvalidSubmissionError
+from tasks_lib.imaging import codecs
+from tasks_lib.imaging.dataset import DatasetConfig
+from tasks_lib.imaging.ingest import CASE_ID
+from tasks_lib.imaging.readers import INGEST_LIMITS, read_bytes, to_uint8
+from tasks_lib.imaging.release_types import Release, ReleaseCase, release_file
+from tasks_lib.imaging.render import Rendered
+from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
+from tasks_lib.sources import PublicReleaseSource
+from tasks_lib.submission_limits import DEFAULT_LIMITS, loads_json
+
+SPLIT_FILE, IMAGES = "test.json", "imgs"
+FIELDS = ("img_name", "question", "answer", "q_lang")
+LICENSE = "CC BY 4.0 (SLAKE, BoKelvin/SLAKE dataset card)"
+INPUTS = ("public/images/<image_id>.png — the image (8-bit greyscale); public/questions.csv — "
+          "question_id, case_id (the image), question")
+
+
+def _records(root: Path) -> list[dict[str, Any]]:
+    path = root / SPLIT_FILE
+    if not path.is_file():
+        raise InputDataError(SPLIT_FILE, "missing: a SLAKE release has test.json and imgs/ at "
+                                         "the top (BoKelvin/SLAKE; unzip imgs.zip)")
+    limits = DEFAULT_LIMITS.model_copy(update={"max_json_bytes": 64 * 1024 * 1024,
+                                               "max_list_items": 1_000_000})
+    try:
+        raw = loads_json(read_bytes(path, SPLIT_FILE), SPLIT_FILE, limits)
+    except InvalidSubmissionError as exc:
+        raise InputDataError(SPLIT_FILE, str(exc).removeprefix(f"{SPLIT_FILE}: ")) from None
+    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
+        raise InputDataError(SPLIT_FILE, "expected a list of question records (SLAKE's "
+                                         "test.json)")
+    for n, rec in enumerate(raw):
+        absent = [f for f in FIELDS if f not in rec]
+        if absent:
+            raise InputDataError(SPLIT_FILE, f"[{n}]: no {', '.join(absent)} (SLAKE records "
+                                             f"have {', '.join(FIELDS)})")
+    return raw
+
+
+def _image_id(img_name: object, where: str) -> str:
+    """``xmlab102/source.jpg`` → ``xmlab102`` (the folder names the image)."""
+    parts = PurePosixPath(str(img_name)).parts
+    if len(parts) != 2 or not CASE_ID.match(parts[0]) or parts[1] != "source.jpg":
+        raise InputDataError(SPLIT_FILE, f"{where}: img_name {img_name!r} is not "
+                                         "<folder>/source.jpg")
+    return parts[0]
+
+
+def slake_release(root: Path) -> Release:
+    """The English test questions, each with its image file checked to be there."""
+    cases = []
+    english = [(n, r) for n, r in enumerate(_records(root)) if r["q_lang"] == "en"]
+    if not english:
+        raise InputDataError(SPLIT_FILE, "no English question (q_lang \"en\")")
+    for pos, (n, rec) in enumerate(english):
+        image = _image_id(rec["img_name"], f"[{n}]")
+        rel = release_file(root, f"{IMAGES}/{image}/source.jpg",
+                           f"{SPLIT_FILE}[{n}] asks about it")
+        cases.append(ReleaseCase(f"slake_{pos:05d}", [rel], f"{SPLIT_FILE}[{n}]"))
+    config = DatasetConfig(title="SLAKE (English test questions)", description="SLAKE 1.0 "
+                           "radiology VQA, English test split", license=LICENSE)
+    return Release("slake", config, [], cases, inputs=INPUTS, declared_in=SPLIT_FILE)
+
+
+def greyscale(data: bytes, rel: str) -> NDArray[np.uint8]:
+    """A JPEG/PNG as the folder ingest stores images: RGB → BT.709 luma, then 8-bit (uint8 kept;
+    other depths rescaled min → 0, max → 255)."""
+    from PIL import Image, UnidentifiedImageError
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            if img.width * img.height * 4 > INGEST_LIMITS.max_array_bytes:
+                raise InputDataError(rel, f"declares {img.width}x{img.height} pixels")
+            arr = np.asarray(img.convert("RGB") if img.mode not in ("L", "I;16", "I") else img)
+    except InputDataError:
+        raise
+    except (UnidentifiedImageError, OSError, ValueError, SyntaxError) as exc:
+        raise InputDataError(rel, f"unreadable image: {type(exc).__name__}: {exc}") from None
+    if arr.ndim == 3:
+        arr = np.asarray(arr[..., :3].astype(np.float64) @ np.array([0.2125, 0.7154, 0.0721]))
+    return to_uint8(arr)
+
+
+def vqa_rendered(root: Path, items: list[tuple[str, str, str, str, str]]) -> Rendered:
+    """Pool files of a VQA release: ``items`` are (question id, image file, question, answer,
+    where the question is in the release); each image file published once."""
+    arts, cases, public, keys = [], [], [], dict[str, str]()
+    sources: dict[str, str] = {}
+    for qid, rel, question, answer, where in items:
+        if rel not in keys:
+            image = PurePosixPath(rel).parent.name or PurePosixPath(rel).stem
+            keys[rel] = f"images/{image}.png"
+            png = codecs.png_bytes(greyscale(read_bytes(root / rel, rel), rel))
+            arts.append(Artifact(key=keys[rel], visibility=Visibility.PUBLIC, data=png))
+            sources[keys[rel]] = rel
+        if not answer.strip() or not question.strip():
+            raise InputDataError(where.split("[")[0], f"{where}: an empty question or answer")
+        ref_key = f"references/{qid}.txt"
+        arts.append(Artifact(key=ref_key, visibility=Visibility.PRIVATE,
+                             data=answer.strip().encode()))
+        sources[ref_key] = where
+        case_image = PurePosixPath(keys[rel]).stem
+        public.append([qid, case_image, question.strip()])
+        cases.append(CaseEntry(case_id=qid, output="answers.csv", reference=ref_key,
+                               origin=where, image=keys[rel]))
+    arts.append(Artifact(key="questions.csv", visibility=Visibility.PUBLIC, data=codecs.csv_bytes(
+        ["question_id", "case_id", "question"], public)))
+    return Rendered(cases, arts, [], {}, sources, declared_in=items[0][4].split("[")[0])
+
+
+def read_slake(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
+    """The English test questions (the first ``n_cases`` with a card that sets it)."""
+    records = _records(root)
+    chosen = release.cases[:card.n_cases] if card is not None and card.n_cases else release.cases
+    items = []
+    for case in chosen:
+        rec = records[int(case.label.removeprefix(f"{SPLIT_FILE}[").rstrip("]"))]
+        items.append((case.case_id, case.images[0], str(rec["question"]),
+                      str(rec["answer"]), case.label))
+    return vqa_rendered(root, items)
