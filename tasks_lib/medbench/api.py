@@ -29,6 +29,11 @@ the active subset) through the one call layer, and store the run like any other.
 * More than 20 % failed calls ⇒ the run ends ``partial`` with ``end = incomplete …`` (spec §8).
 * Multimodal items send their image as a base64 ``image_url`` part. The paper's 2,048-token
   context window is not enforced (prompts here are short); recorded as a departure.
+* Agent-track items (an ``agent`` part) are run by the agent harness for the agent methods
+  (:mod:`tasks_lib.medbench.agent_loop`: the item's tools served on its private world, the
+  simulated user, the calls recorded as the prediction's ``tool_calls``); an API-mode agent
+  answers them in one plain call without tools. A tool-call item's answer is its calls as
+  ``[name, arguments JSON]`` pairs.
 """
 
 from __future__ import annotations
@@ -54,6 +59,15 @@ from tasks_lib.execution.environment import (
 from tasks_lib.item_runner import RunLimits, StopReason, run_items
 from tasks_lib.llm import CallOptions, LiteLLMCompletion
 from tasks_lib.llm_scope import call_scope
+from tasks_lib.medbench.agent_loop import (
+    AGENT_METHODS,
+    SCRIPTED,
+    TOOL_LOOP,
+    Outcome,
+    run_model,
+    run_scripted,
+)
+from tasks_lib.medbench.agent_types import AgentKey, ToolCall
 from tasks_lib.medbench.endpoints import endpoint_completion
 from tasks_lib.medbench.items import (
     SUBMISSION_FILE,
@@ -63,6 +77,7 @@ from tasks_lib.medbench.items import (
     PublicItem,
     read_manifest,
     read_public_items,
+    read_references,
 )
 from tasks_lib.netpolicy import RefusedEndpoint
 from tasks_lib.records import SUBMISSION, TRACE, RunRecord, run_store
@@ -87,6 +102,10 @@ class Reply(Frozen):
     completion_tokens: int = Field(default=0, description="Output tokens.")
     cost_usd: float | None = Field(default=None, description="Priced cost (None = unknown).")
     cached: bool = Field(default=False, description="Served from the call cache.")
+    tool_calls: list[ToolCall] | None = Field(default=None, description="Agent items: the "
+                                              "tool calls made (None: not an agent run).")
+    transcript: list[dict[str, Any]] | None = Field(
+        default=None, description="Agent items: the conversation (tool results included).")
 
 
 def messages(item: PublicItem, pool_url: str) -> list[dict[str, Any]]:
@@ -158,6 +177,35 @@ def _ask(item: PublicItem, pool_url: str, agent: AgentSpec,
                  cached=got.cached)
 
 
+def _agent(item: PublicItem, key: AgentKey | None, pool_url: str, agent: AgentSpec,
+           completion: LiteLLMCompletion) -> Reply:
+    """An agent method on one item: the harness on agent items; elsewhere one plain call
+    (tool loop) or no answer (the scripted agents only know agent items)."""
+    import openai
+
+    if item.agent is None or key is None:
+        if agent.method == TOOL_LOOP:
+            return _ask(item, pool_url, agent, completion)
+        return Reply(item_id=item.item_id)
+    try:
+        out: Outcome = (run_model(item, key, agent, completion) if agent.method == TOOL_LOOP
+                        else run_scripted(item, key, gullible=agent.method != SCRIPTED))
+    except (openai.APIError, RefusedEndpoint) as exc:
+        return Reply(item_id=item.item_id, error=redact(f"{type(exc).__name__}: {exc}")[:300])
+    return Reply(item_id=item.item_id, text=out.text, prompt_tokens=out.prompt_tokens,
+                 completion_tokens=out.completion_tokens, cost_usd=out.cost_usd,
+                 cached=out.cached, tool_calls=out.tool_calls, transcript=out.transcript)
+
+
+def answer_of(item: PublicItem, reply: Reply) -> Answer:
+    """The prediction's answer: a tool-call item's calls as ``[name, arguments JSON]`` pairs;
+    otherwise extracted from the reply text by answer type (None: no reply)."""
+    if (item.agent is not None and item.answer_type is AnswerType.EXTRACTION
+            and reply.tool_calls is not None):
+        return [[c.name, json.dumps(c.arguments, sort_keys=True)] for c in reply.tool_calls]
+    return None if reply.text is None else extract(item, reply.text)
+
+
 TIME_REACHED = "time budget reached"
 """The error recorded for an item not started because the run's time budget was spent."""
 
@@ -181,16 +229,30 @@ class MedBenchEnvironment(ItemEnvironment):
         random.Random(run_id).shuffle(items)
         return items
 
+    def agent_keys(self, items: list[PublicItem]) -> dict[str, AgentKey]:
+        """The private agent parts (tools' worlds) of the agent items among ``items``: the
+        harness serves the tools server side; the agent never sees them."""
+        if not any(it.agent for it in items):
+            return {}
+        return {k: r.agent for k, r in read_references(self.pool_url).items()
+                if r.agent is not None}
+
     def run_chunk(self, agent: AgentSpec, replicate: int, start: int, stop: int,
                   limits: RunLimits, options: CallOptions) -> ChunkResult:
         """Ask the chunk's items concurrently; the budget counts new spend only."""
         run_id = self.run_id(agent, replicate)
         items = self.items(run_id)[start:stop]
         completion = endpoint_completion(agent, options)
+        keys = self.agent_keys(items) if agent.method in AGENT_METHODS else {}
+
+        def ask(it: PublicItem) -> Reply:
+            if agent.method in AGENT_METHODS:
+                return _agent(it, keys.get(it.item_id), self.pool_url, agent, completion)
+            return _ask(it, self.pool_url, agent, completion)
+
         with call_scope(salt=f"medbench-r{replicate}") as scope:
-            batch = run_items(items, lambda it: _ask(it, self.pool_url, agent, completion),
-                              max_workers=completion.max_connections, limits=limits,
-                              cost_of=_new_cost)
+            batch = run_items(items, ask, max_workers=completion.max_connections,
+                              limits=limits, cost_of=_new_cost)
         return ChunkResult(run_id=run_id, start=start, stop=stop,
                            lines=[r.model_dump(mode="json") for r in batch.results],
                            stopped=batch.stopped, run_cost_usd=batch.spent_usd,
@@ -211,9 +273,8 @@ class MedBenchEnvironment(ItemEnvironment):
             replies += asked + [Reply(item_id=it.item_id, error=why)
                                 for it in items[chunk.start + len(asked):chunk.stop]]
         by_id = {it.item_id: it for it in items}
-        preds = [Prediction(item_id=r.item_id, error=r.error,
-                            answer=None if r.text is None else extract(by_id[r.item_id], r.text))
-                 for r in replies]
+        preds = [Prediction(item_id=r.item_id, error=r.error, tool_calls=r.tool_calls,
+                            answer=answer_of(by_id[r.item_id], r)) for r in replies]
         store = run_store(run_id)
         store.write_jsonl(f"{SUBMISSION}/{SUBMISSION_FILE}", preds)
         store.write_jsonl(f"{TRACE}/replies.jsonl", replies)

@@ -25,10 +25,11 @@ import json
 from enum import StrEnum
 from typing import Any
 
-from pydantic import Field, ValidationError
+from pydantic import Field, SerializerFunctionWrapHandler, ValidationError, model_serializer
 
 from evaluators.core import Frozen, InputDataError
 from tasks_lib import pool_format, strict_json
+from tasks_lib.medbench.agent_types import MAX_TOOL_CALLS, AgentKey, AgentView, ToolCall
 from tasks_lib.pool_format import PoolHeader
 from tasks_lib.storage import Storage
 
@@ -48,7 +49,8 @@ MAX_LINE_BYTES = 1 << 20
 
 
 class Dimension(StrEnum):
-    """Capability dimension of a task (spec §2.1; ``MM_*`` = the multimodal track's axes §2.2)."""
+    """Capability dimension of a task (spec §2.1; ``MM_*`` = the multimodal track's axes §2.2;
+    ``AG_*`` = the agent track's dimensions §2.3)."""
 
     MLU = "MLU"
     MLG = "MLG"
@@ -58,6 +60,18 @@ class Dimension(StrEnum):
     MM_PERCEPTION = "MM-A1"
     MM_UNDERSTANDING = "MM-A2"
     MM_DECISION = "MM-A3"
+    AG_PLANNING = "AG-G1"
+    """Goal decomposition & path planning."""
+    AG_TOOLS = "AG-G2"
+    """Tool & API operations."""
+    AG_INTENT = "AG-G3"
+    """Intent recognition & role adaptation."""
+    AG_LONG_CONTEXT = "AG-G4"
+    """Long-context processing."""
+    AG_COLLABORATION = "AG-G5"
+    """Multi-agent collaboration."""
+    AG_SAFETY = "AG-G6"
+    """Safety & adversarial robustness."""
 
 
 class AnswerType(StrEnum):
@@ -81,7 +95,22 @@ def base_id(item_id: str) -> str:
     return item_id.split(SHUFFLE_SEP, 1)[0]
 
 
-class PublicItem(Frozen):
+class _AgentOptional(Frozen):
+    """A row whose agent-track field is left out of its JSON when unset, so the files of pools
+    without agent items are byte-identical to those written before the field existed."""
+
+    _optional: tuple[str, ...] = ("agent",)
+
+    @model_serializer(mode="wrap")
+    def _drop_unset(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        for key in self._optional:
+            if data.get(key, 0) is None:
+                del data[key]
+        return data
+
+
+class PublicItem(_AgentOptional):
     """What a model (API mode) or a downloader (answer-upload mode) sees of one evaluation item."""
 
     item_id: str = Field(description="Evaluation item id; single-choice shuffles are "
@@ -97,9 +126,11 @@ class PublicItem(Frozen):
     answer_schema: str = Field(description="Prose (or JSON schema) of what the answer must be.")
     image: str | None = Field(default=None, description="Multimodal/region items: image path "
                                                         "relative to the pool root.")
+    agent: AgentView | None = Field(default=None, description="Agent-track items: the tools "
+                                    "and public parameters (None: not an agent item).")
 
 
-class Reference(Frozen):
+class Reference(_AgentOptional):
     """The private reference of one evaluation item (fields used depend on the answer type)."""
 
     item_id: str = Field(description="Evaluation item id (same as the public item's).")
@@ -122,15 +153,22 @@ class Reference(Frozen):
     rubric_id: str | None = Field(default=None, description="Open-ended: judge rubric "
                                                             "(``evaluators/judges/rubrics/"
                                                             "medbench/<id>.yaml``).")
+    agent: AgentKey | None = Field(default=None, description="Agent-track items: the tools' "
+                                   "world, the reference plan, the injection marks.")
 
 
-class Prediction(Frozen):
+class Prediction(_AgentOptional):
     """One answer line of a submission (``predictions.jsonl``)."""
+
+    _optional = ("tool_calls",)
 
     item_id: str = Field(min_length=1, max_length=200, description="Evaluation item id.")
     answer: Answer = Field(description="The answer (shape per the item's answer type).")
     error: str | None = Field(default=None, description="API mode: why the model call failed "
                                                         "(the item then counts as unanswered).")
+    tool_calls: list[ToolCall] | None = Field(
+        default=None, max_length=MAX_TOOL_CALLS, description="Agent-track items: the tool "
+        "calls the agent made, in order (None: not recorded).")
 
 
 class TaskEntry(Frozen):

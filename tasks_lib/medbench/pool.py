@@ -13,7 +13,9 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from evaluators.core import InputDataError, Track
-from tasks_lib.medbench import (  # noqa: F401  (register the imaging/multimodal builders)
+from tasks_lib.medbench import (  # noqa: F401  (register the imaging/multimodal/agent builders)
+    bank_agent,
+    bank_agent_gen,
     bank_imaging,
     bank_multimodal,
     bank_series,

@@ -127,7 +127,8 @@ def _to_pool(pred: Prediction, entry: SplitEntry) -> Prediction:
     answer = pred.answer
     if entry.letters and isinstance(answer, str):
         answer = original_letter(answer, entry.letters)
-    return Prediction(item_id=entry.item_id, answer=answer, error=pred.error)
+    return Prediction(item_id=entry.item_id, answer=answer, error=pred.error,
+                      tool_calls=pred.tool_calls)
 
 
 def _candidates(lines: list[tuple[int, Prediction]]) -> list[str]:

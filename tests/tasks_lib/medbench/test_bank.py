@@ -77,7 +77,8 @@ def test_cards_cover_every_llm_dimension_and_the_multimodal_axes() -> None:
     sources = [load_card(Track.MEDBENCH, t).source for t in list_cards(Track.MEDBENCH)]
     assert all(isinstance(s, MedBenchSource) for s in sources)
     dims = {s.dimension for s in sources if isinstance(s, MedBenchSource)}
-    assert dims == {"MLU", "MLG", "MKQA", "CMR", "HSE", "MM-A1", "MM-A2", "MM-A3"}
+    assert dims == {"MLU", "MLG", "MKQA", "CMR", "HSE", "MM-A1", "MM-A2", "MM-A3", "AG-G1",
+                    "AG-G2", "AG-G3", "AG-G4", "AG-G5", "AG-G6"}
     kinds = {s.answer_type for s in sources if isinstance(s, MedBenchSource)}
     assert kinds == {"single_choice", "multi_label", "extraction", "open_ended", "region",
                      "string"}
@@ -106,6 +107,8 @@ def test_bank_lists_the_ten_multimodal_datasets_in_three_axes() -> None:
         card = load_card(Track.MEDBENCH, task_id)
         src = card.source
         assert isinstance(src, MedBenchSource)
+        if src.dimension.startswith("AG-"):
+            continue  # the agent track's own contract test
         if not src.dimension.startswith("MM-"):
             assert src.dataset is None, task_id  # the paper names no LLM-track dataset
             continue
@@ -114,3 +117,44 @@ def test_bank_lists_the_ten_multimodal_datasets_in_three_axes() -> None:
         assert card.metric_names == SPEC_METRIC[src.dataset], task_id
         assert any("not MedBench data" in note for note in card.notes), task_id
     assert by_axis == SPEC_MULTIMODAL
+
+
+SPEC_AGENT = {  # spec §2.3, the paper's 14 agent datasets in 6 dimensions
+    "AG-G1": {"MedDecomp", "MedPathPlan", "MedCOT", "MedReflect"},
+    "AG-G2": {"MedRetAPI", "MedCallAPI", "MedDBOps"},
+    "AG-G3": {"MedIntentID", "MedRoleAdapt"},
+    "AG-G4": {"MedLongConv", "MedLongQA"},
+    "AG-G5": {"MedCollab"},
+    "AG-G6": {"MedShield", "MedDefend"},
+}
+OPEN = ["keypoint_macro_recall", "rubric_judge"]
+SPEC_AGENT_METRIC = {  # spec §2.5 by answer type: tool-call tuples by micro-F1, MCQ parts by
+    # shuffled accuracy, the rest open-ended (judge + key-point recall)
+    "MedCallAPI": ["micro_f1"], "MedDBOps": ["micro_f1"], "MedIntentID": ["shuffled_accuracy"],
+    "MedLongQA": ["shuffled_accuracy"],
+    **{d: OPEN for d in ("MedDecomp", "MedPathPlan", "MedCOT", "MedReflect", "MedRetAPI",
+                         "MedRoleAdapt", "MedLongConv", "MedCollab", "MedShield", "MedDefend")},
+}
+
+
+def test_bank_lists_the_fourteen_agent_datasets_in_six_dimensions() -> None:
+    from evaluators.core import Track
+    from tasks_lib.medbench.agent_tools import TOOLS
+    from tasks_lib.sources import MedBenchSource
+    from tasks_lib.taskspec import list_cards, load_card
+
+    by_dim: dict[str, set[str]] = {}
+    for task_id in list_cards(Track.MEDBENCH):
+        card = load_card(Track.MEDBENCH, task_id)
+        src = card.source
+        assert isinstance(src, MedBenchSource)
+        if not src.dimension.startswith("AG-"):
+            assert not src.tools, task_id  # only agent items get tools
+            continue
+        assert src.dataset is not None, f"{task_id}: an agent card names its dataset"
+        assert src.dataset not in {d for ds in by_dim.values() for d in ds}, task_id
+        by_dim.setdefault(src.dimension, set()).add(src.dataset)
+        assert card.metric_names == SPEC_AGENT_METRIC[src.dataset], task_id
+        assert all(t in TOOLS for t in src.tools), task_id
+        assert any("not MedBench data" in note for note in card.notes), task_id
+    assert by_dim == SPEC_AGENT
