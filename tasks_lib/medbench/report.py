@@ -15,6 +15,8 @@ same items, Holm over the adjacent pairs; micro-F1 tasks are recomputed from the
 TP/FP/FN the cards store. Runs scored before those counts were stored (``medbench/1``) have
 none, and their rows say why (``ci_reason``): that would need re-scoring, which a report never
 does. The shared board (``medflows report --pool``) gives MedBench rows the same statistics.
+Two runs on the same items (a base model and an agent on its backbone) are compared pairwise
+per dimension by :mod:`tasks_lib.medbench.report_pair` (``report medbench --pair``).
 """
 
 from __future__ import annotations

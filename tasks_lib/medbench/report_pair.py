@@ -317,6 +317,9 @@ def _warnings(base: PairSide, agent: PairSide, match: bool | None) -> list[str]:
     for s in (base, agent):
         if not s.ranked:
             out.append(f"{s.run_id} would not be ranked: {s.note}")
+    if base.evaluator_version != agent.evaluator_version:
+        out.append(f"scored by different evaluator versions: base {base.evaluator_version}, "
+                   f"agent {agent.evaluator_version} (--evaluator-version V picks one)")
     if base.pool_version != agent.pool_version:
         out.append(f"different versions of {base.pool_id}: base v{base.pool_version}, agent "
                    f"v{agent.pool_version}; paired on their common items")

@@ -337,3 +337,4 @@ def test_bank_items_pair_by_question_and_match_the_cards() -> None:
     assert (rows["CMR"].n_items, rows["CMR"].n_questions) == (12, 4)  # 4 questions × 3
     assert rows["CMR"].base == pytest.approx(100 / 3) and rows["HSE"].base == 0.0
     assert pair.only_agent_answered == [next(i for i in refs if i.startswith("dicom-string"))]
+
