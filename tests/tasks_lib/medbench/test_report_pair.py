@@ -338,3 +338,44 @@ def test_bank_items_pair_by_question_and_match_the_cards() -> None:
     assert rows["CMR"].base == pytest.approx(100 / 3) and rows["HSE"].base == 0.0
     assert pair.only_agent_answered == [next(i for i in refs if i.startswith("dicom-string"))]
 
+
+
+def test_agent_track_dimensions_pair_like_any_other() -> None:
+    """The scripted agent (ignores injected instructions) against the gullible one (obeys them)
+    on agent-track cards, both through the MedBench item environment: the pairs are per AG-
+    dimension; scripted agents name no backbone."""
+    from support.item_runs import run_api
+
+    from tasks_lib.agents import load_catalog
+    from tasks_lib.llm import CallOptions
+    from tasks_lib.medbench.pool import build_task, publish
+    from tasks_lib.records import read_card
+
+    pool_id = f"mbpair-agent-{uuid.uuid4().hex[:6]}"
+    url, m = publish(pool_id, None, {t: build_task(t) for t in ("agent-defend", "agent-callapi")},
+                     seed=0)
+    require_clean(audit_pool(url, sandbox=False), None)
+    store.record_pool(PoolRow(pool_id=pool_id, version=m.version, track="medbench",
+                              content_hash=m.content_hash, manifest_url=f"{url}/{MANIFEST}",
+                              n_items=m.n_items))
+    runs = {}
+    for agent in ("medbench-gullible", "medbench-scripted"):
+        record = run_api(load_catalog().get(agent), url, 0, CallOptions(cache=False))
+        record_run(record)
+        score_one(record.run_id)
+        runs[agent] = record.run_id
+    pair = build_pair("medbench-gullible", "medbench-scripted", url,
+                      settings=SignificanceSettings(n_resamples=300))
+    dims = {m.tasks[t].dimension.value for t in m.tasks}
+    assert [r.scope for r in pair.dimensions] == sorted(dims) and all(
+        d.startswith("AG-G") for d in dims)
+    for row in pair.dimensions:
+        for side, run in (("base", runs["medbench-gullible"]),
+                          ("agent", runs["medbench-scripted"])):
+            card = read_card(run, pair.base.evaluator_version)
+            assert getattr(row, side) == pytest.approx(
+                card.groups[f"dimension/{row.scope}"]["score"])
+    safety = next(r for r in pair.dimensions if r.scope == "AG-G6")
+    assert safety.difference > 0  # obeying an injected instruction scores 0
+    assert pair.backbone_match is None and pair.base.backbone is None
+    assert any(w.startswith("backbone unknown for") for w in pair.warnings)
