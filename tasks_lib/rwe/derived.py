@@ -31,7 +31,7 @@ def derived_tables(rng: Rng, tables: dict[str, pd.DataFrame],
     """Every ``mimiciv_derived`` table."""
     adm, pat = tables["mimiciv_hosp.admissions"], tables["mimiciv_hosp.patients"]
     icu, labs = tables["mimiciv_icu.icustays"], tables["mimiciv_hosp.labevents"]
-    sofa = sofa_parts(rng, stays)
+    sofa = first_day_sofa(stays)
     return {"mimiciv_derived.age": age(adm, pat),
             "mimiciv_derived.icustay_detail": icustay_detail(icu, adm, pat),
             "mimiciv_derived.first_day_sofa": sofa,
@@ -82,9 +82,11 @@ def _split(rng: Rng, total: NDArray[Any]) -> NDArray[Any]:
     return parts
 
 
-def sofa_parts(rng: Rng, stays: pd.DataFrame) -> pd.DataFrame:
-    """``first_day_sofa`` from the generated severity."""
-    parts = _split(rng, stays["sofa"].to_numpy())
+def first_day_sofa(stays: pd.DataFrame) -> pd.DataFrame:
+    """``first_day_sofa``: the planted components (``sofa_<part>``, chosen by
+    :mod:`tasks_lib.rwe.icu_plan`, which mimic-code's first_day_sofa.sql gives on the generated
+    events) and their sum, the planted total."""
+    parts = stays[[f"sofa_{c}" for c in SOFA_PARTS]].to_numpy(dtype=np.int64)
     out = pd.DataFrame(parts, columns=SOFA_PARTS)
     out.insert(0, "sofa", parts.sum(axis=1))
     for c in ("stay_id", "hadm_id", "subject_id"):

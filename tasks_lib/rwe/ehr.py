@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
-from tasks_lib.rwe import derived, events, load, rows
+from tasks_lib.rwe import derived, events, icu_tables, load, rows
 from tasks_lib.rwe.templates import TEMPLATES, Overlay
 
 GROUPS = ["2008 - 2010", "2011 - 2013", "2014 - 2016", "2017 - 2019"]
@@ -97,6 +97,7 @@ def generate(seed: int, n_patients: int) -> EHR:
     tables = {"mimiciv_hosp.patients": events.patients(pats, stays),
               "mimiciv_icu.icustays": events.icustays(stays, CAREUNIT)}
     tables.update(rows.hosp_tables(rng, adm, ev))
+    icu_tables.add(rng, tables, stays)
     tables.update(derived.derived_tables(rng, tables, stays))
     return EHR(tables, stays)
 

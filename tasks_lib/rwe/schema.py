@@ -4,6 +4,8 @@ queries' output columns for ``mimiciv_derived``). Only the subset the studies ne
 
 from __future__ import annotations
 
+from tasks_lib.rwe.icu_schema import ICU
+
 TS = "TIMESTAMP"
 BASE: dict[str, list[tuple[str, str]]] = {
     "mimiciv_hosp.patients": [
@@ -57,7 +59,9 @@ BASE: dict[str, list[tuple[str, str]]] = {
         ("stay_id", "INTEGER NOT NULL"), ("first_careunit", "VARCHAR(255)"),
         ("last_careunit", "VARCHAR(255)"), ("intime", TS), ("outtime", TS), ("los", "FLOAT")],
 }
-"""hosp/icu tables: (column, type) in create.sql order."""
+BASE |= ICU
+"""hosp/icu tables: (column, type) in create.sql order (the ICU event tables:
+:mod:`tasks_lib.rwe.icu_schema`)."""
 
 _ID = [("subject_id", "INTEGER"), ("hadm_id", "INTEGER"), ("stay_id", "INTEGER")]
 _SOFA = [(c, "INTEGER") for c in ("respiration", "coagulation", "liver", "cardiovascular",
