@@ -38,7 +38,6 @@ the dimensions. It reads the ledger and the stored cards only (never re-scores, 
 
 from __future__ import annotations
 
-from datetime import datetime
 from typing import Literal, NamedTuple
 
 import numpy as np
@@ -160,8 +159,7 @@ def backbone(model: str) -> str | None:
 
 
 def _newest(rows: list[Scored]) -> Scored:
-    return max(rows, key=lambda s: (s.run.created_at or datetime.min, s.run.replicate,
-                                    s.run.run_id))
+    return max(rows, key=lambda s: (s.run.created_at, s.run.replicate, s.run.run_id))
 
 
 def _scored(role: Role, name: str, pool: str | None, evaluator_version: str | None
