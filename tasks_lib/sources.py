@@ -151,11 +151,12 @@ class ChallengeSource(Frozen):
     submission: SubmissionLayout = Field(description="Submission folder layout.")
 
 
-ReleaseLayout = Literal["msd", "nnunetv2", "pants", "feta", "vindr-cxr", "slake"]
+ReleaseLayout = Literal["msd", "nnunetv2", "pants", "feta", "vindr-cxr", "slake", "vqa-rad",
+                        "mimic-cxr"]
 """Folder layouts of public releases medflows reads (docs/imaging.md, "Bringing the public
 releases"): segmentation (the Medical Segmentation Decathlon's, nnU-Net v2's raw dataset, PanTS,
-FeTA's BIDS folders), detection (VinDr-CXR) and VQA (SLAKE); readers in
-``tasks_lib/imaging/releases.py``."""
+FeTA's BIDS folders), detection (VinDr-CXR), VQA (SLAKE, VQA-RAD) and report generation
+(MIMIC-CXR); readers in ``tasks_lib/imaging/releases.py``."""
 
 
 class ImageFolderSource(Frozen):

@@ -106,31 +106,35 @@ def greyscale(data: bytes, rel: str) -> NDArray[np.uint8]:
     return to_uint8(arr)
 
 
-def vqa_rendered(root: Path, items: list[tuple[str, str, str, str, str]]) -> Rendered:
-    """Pool files of a VQA release: ``items`` are (question id, image file, question, answer,
-    where the question is in the release); each image file published once."""
-    arts, cases, public, keys = [], [], [], dict[str, str]()
+VQAItem = tuple[str, str, str, str, str, str]
+"""(question id, image id, image file, question, answer, where the question is in the
+release)."""
+
+
+def vqa_rendered(root: Path, items: list[VQAItem]) -> Rendered:
+    """Pool files of a VQA release: one reference answer per item, each image file published
+    once as ``images/<image id>.png``, the items (without answers) as ``questions.csv``."""
+    arts, cases, public, done = [], [], [], set[str]()
     sources: dict[str, str] = {}
-    for qid, rel, question, answer, where in items:
-        if rel not in keys:
-            image = PurePosixPath(rel).parent.name or PurePosixPath(rel).stem
-            keys[rel] = f"images/{image}.png"
+    for qid, image, rel, question, answer, where in items:
+        key = f"images/{image}.png"
+        if key not in done:
+            done.add(key)
             png = codecs.png_bytes(greyscale(read_bytes(root / rel, rel), rel))
-            arts.append(Artifact(key=keys[rel], visibility=Visibility.PUBLIC, data=png))
-            sources[keys[rel]] = rel
+            arts.append(Artifact(key=key, visibility=Visibility.PUBLIC, data=png))
+            sources[key] = rel
         if not answer.strip() or not question.strip():
             raise InputDataError(where.split("[")[0], f"{where}: an empty question or answer")
         ref_key = f"references/{qid}.txt"
         arts.append(Artifact(key=ref_key, visibility=Visibility.PRIVATE,
                              data=answer.strip().encode()))
         sources[ref_key] = where
-        case_image = PurePosixPath(keys[rel]).stem
-        public.append([qid, case_image, question.strip()])
+        public.append([qid, image, question.strip()])
         cases.append(CaseEntry(case_id=qid, output="answers.csv", reference=ref_key,
-                               origin=where, image=keys[rel]))
+                               origin=where, image=key))
     arts.append(Artifact(key="questions.csv", visibility=Visibility.PUBLIC, data=codecs.csv_bytes(
         ["question_id", "case_id", "question"], public)))
-    return Rendered(cases, arts, [], {}, sources, declared_in=items[0][4].split("[")[0])
+    return Rendered(cases, arts, [], {}, sources, declared_in=items[0][5].split("[")[0])
 
 
 def read_slake(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
@@ -140,6 +144,6 @@ def read_slake(root: Path, release: Release, card: PublicReleaseSource | None) -
     items = []
     for case in chosen:
         rec = records[int(case.label.removeprefix(f"{SPLIT_FILE}[").rstrip("]"))]
-        items.append((case.case_id, case.images[0], str(rec["question"]),
-                      str(rec["answer"]), case.label))
+        items.append((case.case_id, PurePosixPath(case.images[0]).parent.name, case.images[0],
+                      str(rec["question"]), str(rec["answer"]), case.label))
     return vqa_rendered(root, items)

@@ -11,7 +11,9 @@ bring-your-own path's. The layouts (:data:`READERS`), each in its own module:
   case (a 4-D NIfTI with the channels last when there are several, as MSD stores them) and one
   private label map, read here;
 * detection — ``vindr-cxr`` (:mod:`~tasks_lib.imaging.release_vindr`, DICOM + box CSV);
-* vqa — ``slake`` (:mod:`~tasks_lib.imaging.release_slake`, JSON + JPEG).
+* vqa — ``slake`` (:mod:`~tasks_lib.imaging.release_slake`, JSON + JPEG) and ``vqa-rad``
+  (:mod:`~tasks_lib.imaging.release_vqarad`, OSF's JSON + JPEG);
+* report_generation — ``mimic-cxr`` (:mod:`~tasks_lib.imaging.release_mimic`, JPEG + reports).
 
 Every mistake is an :class:`InputDataError` naming the file (relative to ``DIR``): structure
 here and in the layout modules, grids, affines, label values and boxes in the validate step
@@ -29,11 +31,13 @@ from tasks_lib.imaging.checks import AFFINE_TOL_MM
 from tasks_lib.imaging.ingest import integer_label_map, nifti_file, nifti_volume_bytes
 from tasks_lib.imaging.readers import Volume, spacing_of
 from tasks_lib.imaging.release_feta import feta_release
+from tasks_lib.imaging.release_mimic import mimic_release, read_mimic
 from tasks_lib.imaging.release_msd import msd_release, nnunet_release
 from tasks_lib.imaging.release_pants import pants_release
 from tasks_lib.imaging.release_slake import read_slake, slake_release
 from tasks_lib.imaging.release_types import LayoutReader, Release, ReleaseCase
 from tasks_lib.imaging.release_vindr import read_vindr, vindr_release
+from tasks_lib.imaging.release_vqarad import read_vqarad, vqarad_release
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
 from tasks_lib.sources import PublicReleaseSource, ReleaseLayout
@@ -59,6 +63,8 @@ READERS: dict[ReleaseLayout, LayoutReader] = {
     "feta": LayoutReader(SEG, feta_release),
     "vindr-cxr": LayoutReader(Track.DETECTION, vindr_release, read_vindr),
     "slake": LayoutReader(Track.VQA, slake_release, read_slake),
+    "vqa-rad": LayoutReader(Track.VQA, vqarad_release, read_vqarad),
+    "mimic-cxr": LayoutReader(Track.REPORT_GENERATION, mimic_release, read_mimic),
 }
 LAYOUTS: tuple[ReleaseLayout, ...] = tuple(READERS)
 RELEASE_TRACK = SEG

@@ -1,14 +1,14 @@
-"""AutoMedBench's remaining public releases in their own layouts (PanTS, FeTA, VinDr-CXR, SLAKE):
-each replica builds a pool whose perfect submission scores 1, each wrong layout is refused naming
-the file, and the shipped cards select cases as AutoMedBench stages them.
+"""AutoMedBench's segmentation and detection releases in their own layouts (PanTS, FeTA,
+VinDr-CXR; the text tracks' are in ``test_release_text_layouts.py``): each replica builds a pool
+whose perfect submission scores 1, each wrong layout is refused naming the file, and the shipped
+cards select cases as AutoMedBench stages them.
 
 Replicas are written here in the official layouts, with the fields and file names the releases
 use (MrGiovanni/PanTS ``data/README.md``; FeTA 2.1's BIDS tree; VinDr-CXR's annotation CSV
-``image_id, rad_id, class_name, x_min, y_min, x_max, y_max`` with ``No finding`` rows; SLAKE's
-``test.json`` records and ``imgs/xmlabN/source.jpg``). Volumes are the 8×8×8 blocks of nibabel's
-``anatomical.nii`` that ``test_releases.py`` cuts (labels by intensity percentiles); X-rays are
-pydicom's shipped ``CT_small.dcm`` with a distinct intensity ramp per image; SLAKE images are
-RGB JPEGs of those blocks' slices.
+``image_id, rad_id, class_name, x_min, y_min, x_max, y_max`` with ``No finding`` rows). Volumes
+are the 8×8×8 blocks of nibabel's ``anatomical.nii`` that ``test_releases.py`` cuts (labels by
+intensity percentiles); X-rays are pydicom's shipped ``CT_small.dcm`` with a distinct intensity
+ramp per image.
 """
 
 from __future__ import annotations
@@ -23,7 +23,6 @@ from pathlib import Path
 import nibabel as nib
 import numpy as np
 import pytest
-from support.cli import invoke
 
 from evaluators.core import InputDataError, Track
 from tasks_lib.imaging import steps
@@ -337,107 +336,3 @@ def test_wrong_vindr_layout_is_refused_naming_the_file(tmp_path: Path, damage, m
         assert got.startswith("train/") and ".dicom: unreadable DICOM pixels: " in got
     else:
         assert got == message
-
-
-# ---------------------------------------------------------------- SLAKE
-
-def write_slake(root: Path) -> Path:
-    """test.json with English and Chinese questions over three images (RGB JPEGs)."""
-    from PIL import Image
-
-    for k in range(3):
-        sl = _block(k)[:, :, 4]
-        rgb = np.stack([sl, sl * 0.8, sl.max() - sl], axis=-1)
-        img = (rgb / rgb.max() * 255).astype(np.uint8)
-        (root / "imgs" / f"xmlab{k}").mkdir(parents=True)
-        Image.fromarray(img).resize((32, 32)).save(root / "imgs" / f"xmlab{k}" / "source.jpg")
-    records = [
-        {"img_id": 0, "img_name": "xmlab0/source.jpg", "question": "Which organ is abnormal?",
-         "answer": "Liver", "q_lang": "en", "location": "Abdomen", "modality": "CT",
-         "answer_type": "OPEN", "base_type": "vqa", "content_type": "Organ", "qid": 11},
-        {"img_id": 0, "img_name": "xmlab0/source.jpg", "question": "哪个器官异常？",
-         "answer": "肝脏", "q_lang": "zh", "answer_type": "OPEN", "qid": 12},
-        {"img_id": 1, "img_name": "xmlab1/source.jpg", "question": "Is this an MRI?",
-         "answer": "No", "q_lang": "en", "answer_type": "CLOSED", "qid": 13},
-        {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "How many kidneys are there?",
-         "answer": "2", "q_lang": "en", "answer_type": "OPEN", "qid": 14},
-        {"img_id": 2, "img_name": "xmlab2/source.jpg", "question": "Is the lung healthy?",
-         "answer": "Yes", "q_lang": "en", "answer_type": "CLOSED", "qid": 15},
-    ]
-    (root / "test.json").write_text(json.dumps(records, ensure_ascii=False))
-    (root / "train.json").write_text("[]")
-    return root
-
-
-def test_slake_english_test_questions_build_a_pool_scoring_one(tmp_path: Path) -> None:
-    root = write_slake(tmp_path / "Slake1.0")
-    card = load_task("slake-vqa")
-    rendered = ingest_card(card, root)
-    assert [c.case_id for c in rendered.cases] == [f"slake_{k:05d}" for k in range(4)]
-    public = next(a for a in rendered.artifacts if a.key == "questions.csv").data.decode()
-    assert public.splitlines() == ["question_id,case_id,question",
-                                   "slake_00000,xmlab0,Which organ is abnormal?",
-                                   "slake_00001,xmlab1,Is this an MRI?",
-                                   "slake_00002,xmlab2,How many kidneys are there?",
-                                   "slake_00003,xmlab2,Is the lung healthy?"]
-    image = next(a for a in rendered.artifacts if a.key == "images/xmlab1.png")
-    assert png_load(image.data).shape == (32, 32)
-    scored, _ = _pool_score(card, rendered, tmp_path)
-    assert scored.task_score == 1.0 and scored.s4 == 1.0 and scored.s5 == 1.0
-    two = ingest_card(_card("slake-vqa", n_cases=2), root)
-    assert [c.case_id for c in two.cases] == ["slake_00000", "slake_00001"]
-
-
-def _edit_records(root: Path, edit) -> None:
-    records = json.loads((root / "test.json").read_text())
-    edit(records)
-    (root / "test.json").write_text(json.dumps(records))
-
-
-SLAKE_REFUSALS = [
-    (lambda r: (r / "test.json").unlink(),
-     "test.json: missing: a SLAKE release has test.json and imgs/ at the top (BoKelvin/SLAKE; "
-     "unzip imgs.zip)"),
-    (lambda r: shutil.rmtree(r / "imgs" / "xmlab2"),
-     "imgs/xmlab2/source.jpg: missing: test.json[3] asks about it"),
-    (lambda r: _edit_records(r, lambda recs: recs[2].pop("answer")),
-     "test.json: [2]: no answer (SLAKE records have img_name, question, answer, q_lang)"),
-    (lambda r: _edit_records(r, lambda recs: recs[0].update(img_name="../xmlab0.jpg")),
-     "test.json: [0]: img_name '../xmlab0.jpg' is not <folder>/source.jpg"),
-    (lambda r: (r / "imgs/xmlab1/source.jpg").write_bytes(b"\xff\xd8 truncated"),
-     "JPEG"),
-]
-
-
-@pytest.mark.parametrize(("damage", "message"), SLAKE_REFUSALS,
-                         ids=["no-json", "image-absent", "no-answer", "img-name", "bad-jpeg"])
-def test_wrong_slake_layout_is_refused_naming_the_file(tmp_path: Path, damage, message) -> None:
-    root = write_slake(tmp_path / "Slake1.0")
-    damage(root)
-    got = _refusal(root, "slake")
-    if message == "JPEG":
-        assert got.startswith("imgs/xmlab1/source.jpg: unreadable image: ")
-    else:
-        assert got == message
-
-
-# ---------------------------------------------------------------- cards and the command line
-
-def test_layouts_are_read_only_into_their_track_and_cards_need_the_download(
-        tmp_path: Path) -> None:
-    root = write_slake(tmp_path / "Slake1.0")
-    wrong = invoke("pool", "build", "imaging", "--from", str(root), "--layout", "slake",
-                   "--track", "segmentation")
-    assert wrong.exit_code == 2
-    assert wrong.stderr.strip() == ("error: --layout: a slake release holds vqa data, not "
-                                    "segmentation")
-    (root / "test.json").unlink()  # without --track the layout's track (vqa) reads the folder
-    missing = invoke("pool", "build", "imaging", "--from", str(root), "--layout", "slake")
-    assert missing.exit_code == 2 and missing.stderr.startswith("error: test.json: missing: ")
-    for task in ("pancreas-tumor-seg", "fetal-brain-seg", "cxr-abnormality-det", "slake-vqa"):
-        refused = invoke("pool", "build", "imaging", "--task", task)
-        assert refused.exit_code == 2 and refused.stderr.startswith(
-            f"error: --from: {task} is built from your own download of "), task
-    other = invoke("pool", "build", "imaging", "--task", "slake-vqa", "--from", str(root),
-                   "--layout", "vindr-cxr")
-    assert other.exit_code == 2 and "in the slake layout, not vindr-cxr" in other.stderr
