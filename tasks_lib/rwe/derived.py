@@ -1,10 +1,13 @@
 """``mimiciv_derived`` tables, computed from the generated base tables (mimic-code definitions).
 
 ``age``, ``icustay_detail``, ``first_day_lab`` (window intime − 6 h … intime + 24 h) and
-``kdigo_stages`` (creatinine criteria) follow mimic-code's SQL on the base tables. There are no
-chartevents/outputevents here, so ``first_day_sofa`` and ``sepsis3`` carry the generator's
-severity (SOFA split into its six components) and its suspected-infection times (antibiotic and
-culture prescriptions/times); ``aki_stage_uo`` and ``aki_stage_crrt`` are NULL.
+``kdigo_stages`` (creatinine criteria) follow mimic-code's SQL on the base tables.
+``first_day_sofa`` is the planted split of the generator's severity (:mod:`tasks_lib.rwe.icu_plan`)
+and ``sepsis3`` its Sepsis-3 flag with the template's suspected-infection times; the ICU event
+tables are written so that mimic-code's own ``first_day_sofa.sql`` / ``sepsis3.sql`` /
+``kdigo_stages.sql`` give the same components, flags and stages
+(``tests/tasks_lib/rwe/test_icu_concepts.py``). ``aki_stage_uo`` and ``aki_stage_crrt`` are
+NULL (no weight, no CRRT charted).
 """
 
 from __future__ import annotations

@@ -10,8 +10,9 @@ before 2015-10-01 is coded in ICD-9, otherwise ICD-10.
 
 Population: every patient belongs to one template (:data:`tasks_lib.rwe.templates.TEMPLATES`,
 one index ICU stay with 0–2 earlier admissions without ICU) or to the background (1–3 admissions
-without ICU). The derived tables are computed from these base tables in
-:mod:`tasks_lib.rwe.derived`.
+without ICU). The ICU event tables (chartevents, inputevents, outputevents, d_items,
+microbiologyevents, blood gases) are added in :mod:`tasks_lib.rwe.icu_tables`, the derived tables
+computed from the base tables in :mod:`tasks_lib.rwe.derived`.
 """
 
 from __future__ import annotations
