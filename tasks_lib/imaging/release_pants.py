@@ -6,16 +6,20 @@ as the repository's ``data/README.md`` and ``download_PanTS_*.sh`` lay it out::
     LabelTr/PanTS_00000001/segmentations/pancreas.nii.gz            one binary mask per structure
     LabelTr/PanTS_00000001/segmentations/pancreatic_lesion.nii.gz   (aorta, liver, … 28 in all)
     ImageTe/…, LabelTe/…                                            the test split (not read)
-    metadata.xlsx                                                   (not read)
+    metadata.xlsx                                                   one row per case: "PanTS ID",
+                                                                    "tumor?" (1: tumour-positive)
 
 A case is a training id with both its CT and its label folder (a partial download of the nine
 1,000-case image archives holds labels of every case but images of some: those without an image
 are skipped). Its label map is made from two masks: 1 ``pancreas``, 2 ``pancreatic_lesion``
-(the lesion drawn over the pancreas), both on the CT's grid.
+(the lesion drawn over the pancreas), both on the CT's grid. A card's selection tries the cases
+as AutoMedBench's ``stage_data.py`` does: the rows of ``metadata.xlsx`` whose ``tumor?`` is 1,
+in the sheet's order.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +28,7 @@ from evaluators.core import InputDataError
 from tasks_lib.imaging.checks import AFFINE_TOL_MM
 from tasks_lib.imaging.dataset import DatasetConfig
 from tasks_lib.imaging.ingest import nifti_file, nifti_volume_bytes
-from tasks_lib.imaging.readers import Volume
+from tasks_lib.imaging.readers import Volume, read_bytes
 from tasks_lib.imaging.release_types import (
     Release,
     ReleaseCase,
@@ -32,8 +36,10 @@ from tasks_lib.imaging.release_types import (
     release_file,
     visible_dirs,
 )
+from tasks_lib.imaging.release_xlsx import sheet_rows
 
-IMAGES, LABELS = "ImageTr", "LabelTr"
+IMAGES, LABELS, METADATA = "ImageTr", "LabelTr", "metadata.xlsx"
+ID_COLUMN, TUMOUR_COLUMN = "PanTS ID", "tumor?"
 STRUCTURES = {1: "pancreas", 2: "pancreatic_lesion"}
 """Label value → PanTS mask file stem (``segmentations/<stem>.nii.gz``), in drawing order."""
 LICENSE = "CC BY-NC-SA 4.0 (PanTS, BodyMaps/PanTSMini dataset card)"
@@ -66,7 +72,31 @@ def pants_release(root: Path) -> Release:
     config = DatasetConfig(title="PanTS", description="PanTS training CT with pancreas and "
                            "pancreatic lesion masks", license=LICENSE, labels=dict(STRUCTURES))
     return Release("pants", config, ["CT"], cases, label_map=pants_label_map,
-                   declared_in=f"{LABELS}/")
+                   order=tumour_cases, declared_in=f"{LABELS}/")
+
+
+def tumour_cases(root: Path, release: Release) -> Iterator[ReleaseCase]:
+    """The cases ``metadata.xlsx`` marks tumour-positive (``tumor?`` = 1), in its row order;
+    one the download lacks is refused when the selection reaches it."""
+    if not (root / METADATA).is_file():
+        raise InputDataError(METADATA, "missing: the card takes AutoMedBench's tumour-positive "
+                                       "cases from it (download_PanTS_data.sh fetches it)")
+    rows = sheet_rows(read_bytes(root / METADATA, METADATA), METADATA)
+    header = [str(v).strip() if v is not None else "" for v in (rows[0] if rows else [])]
+    if ID_COLUMN not in header or TUMOUR_COLUMN not in header:
+        raise InputDataError(METADATA, f"its first row names no {ID_COLUMN!r} and "
+                                       f"{TUMOUR_COLUMN!r} columns (got {', '.join(header)})")
+    ids, flags = header.index(ID_COLUMN), header.index(TUMOUR_COLUMN)
+    by_id = {c.case_id: c for c in release.cases}
+    for n, row in enumerate(rows[1:], start=2):
+        flag = row[flags] if flags < len(row) else None
+        if flag is True or (isinstance(flag, int | float) and flag == 1):
+            pid = str(row[ids]).strip() if ids < len(row) else ""
+            if pid not in by_id:
+                raise InputDataError(f"{IMAGES}/{pid}/ct.nii.gz", f"missing: {METADATA} row {n} "
+                                     "marks it tumour-positive and the card takes it "
+                                     "(download its ImageTr archive and its labels)")
+            yield by_id[pid]
 
 
 def pants_label_map(root: Path, case: ReleaseCase) -> tuple[Volume, bytes]:

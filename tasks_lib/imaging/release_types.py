@@ -7,7 +7,7 @@ files). Shared by the segmentation layouts (``msd``, ``nnunetv2``, ``pants``, ``
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -47,6 +47,10 @@ class Release(NamedTuple):
     """The card's input contract when it is not a NIfTI volume per case (2-D layouts)."""
     label_map: LabelMapReader | None = None
     """How a case's label map is made (None: read the one NIfTI file ``case.label``)."""
+    order: Callable[[Path, Release], Iterable[ReleaseCase]] | None = None
+    """The order a card's selection (``n_cases``, ``require_label``) tries the cases in, as
+    AutoMedBench stages them (None: by label file name); consumed lazily, so it may refuse a
+    candidate the download lacks only when the selection reaches it."""
     declared_in: str = "dataset.json"
     """The release file (or folder) that declares its labels (named when they are not the
     card's, or too few cases hold them)."""

@@ -170,13 +170,15 @@ def _label_map(root: Path, release: Release, case: ReleaseCase) -> tuple[Volume,
 def _selected(root: Path, release: Release, card: PublicReleaseSource | None
               ) -> list[tuple[ReleaseCase, bytes]]:
     """The cases a card takes (every labelled case without a card or a selection) with their
-    label-map bytes: by label file name, those holding ``require_label``, the first
-    ``n_cases`` (AutoMedBench's staging rule); label maps of skipped cases are read, images not."""
+    label-map bytes: in the release's order (by label file name unless the layout gives
+    AutoMedBench's), those holding ``require_label``, the first ``n_cases`` (AutoMedBench's
+    staging rule); label maps of skipped cases are read, images not."""
     if card is None or (card.n_cases is None and card.require_label is None):
         return [(c, _label_map(root, release, c)[1]) for c in release.cases]
     out: list[tuple[ReleaseCase, bytes]] = []
-    for case in sorted(release.cases, key=lambda c: (PurePosixPath(c.label).name,
-                                                             c.case_id)):
+    order = (release.order(root, release) if release.order is not None else
+             sorted(release.cases, key=lambda c: (PurePosixPath(c.label).name, c.case_id)))
+    for case in order:
         vol, data = _label_map(root, release, case)
         if card.require_label is None or bool(np.any(vol.array == card.require_label)):
             out.append((case, data))

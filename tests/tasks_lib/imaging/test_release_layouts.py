@@ -36,6 +36,7 @@ from tasks_lib.imaging.releases import read_release, release_index, release_trac
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.records import ScoreCard
 from tasks_lib.taskspec import TaskSpec
+from tests.tasks_lib.imaging.test_release_xlsx import xlsx_bytes
 from tests.tasks_lib.imaging.test_releases import _block, _labels, _nii
 
 
@@ -66,8 +67,9 @@ def _refusal(root: Path, layout: str) -> str:
 # ---------------------------------------------------------------- PanTS
 
 def write_pants(root: Path, n: int = 3) -> Path:
-    """ImageTr/LabelTr as PanTS ships them; case 2 has an empty lesion mask, PanTS_00000099 has
-    labels but no image (a partial image download)."""
+    """ImageTr/LabelTr and metadata.xlsx as PanTS ships them; case 2 has an empty lesion mask
+    (metadata says tumour: skipped by the mask), PanTS_00000099 has labels but no image (a
+    partial image download; metadata's last tumour row)."""
     for k in range(n):
         cid, block = f"PanTS_{k + 1:08d}", _block(k)
         lab = _labels(block)
@@ -79,16 +81,19 @@ def write_pants(root: Path, n: int = 3) -> Path:
         _nii((block < np.percentile(block, 20)).astype(np.uint8), seg / "aorta.nii.gz")
     _nii(np.zeros((8, 8, 8), np.uint8),
          root / "LabelTr" / "PanTS_00000099" / "segmentations" / "pancreas.nii.gz")
-    (root / "metadata.xlsx").write_bytes(b"PK\x03\x04 not read")
+    (root / "metadata.xlsx").write_bytes(xlsx_bytes({"Sheet1": [
+        ["PanTS ID", "sex", "age", "tumor?"], ["PanTS_00000003", "F", 61, 1],
+        ["PanTS_00000002", "M", 70, 1], ["PanTS_00000001", "M", 55, 1],
+        ["PanTS_00000004", "F", 48, 0], ["PanTS_00000099", "F", 80, 1]]}))
     return root
 
 
 def test_pants_label_maps_are_composed_and_tumour_cases_selected(tmp_path: Path) -> None:
     root = write_pants(tmp_path / "PanTS")
     rendered = ingest_card(_card("pancreas-tumor-seg", n_cases=2), root)
-    assert [c.case_id for c in rendered.cases] == ["PanTS_00000001", "PanTS_00000003"]
+    assert [c.case_id for c in rendered.cases] == ["PanTS_00000003", "PanTS_00000001"]
     assert rendered.classes == {1: "pancreas", 2: "pancreatic_lesion"}
-    ref = next(a for a in rendered.artifacts if a.key == rendered.cases[1].reference)
+    ref = next(a for a in rendered.artifacts if a.key == rendered.cases[0].reference)
     arr = np.asarray(nib.Nifti1Image.from_bytes(gzip.decompress(ref.data)).dataobj)
     np.testing.assert_array_equal(arr, _labels(_block(2)))  # 1 pancreas, 2 lesion over it
     scored, _ = _pool_score(_card("pancreas-tumor-seg", n_cases=2), rendered, tmp_path)
@@ -96,8 +101,16 @@ def test_pants_label_maps_are_composed_and_tumour_cases_selected(tmp_path: Path)
     assert scored.s4 == 1.0 and scored.s5 == 1.0
     everything = release_index(root, "pants")
     assert [c.case_id for c in everything.cases] == [f"PanTS_0000000{k}" for k in (1, 2, 3)]
-    with pytest.raises(InputDataError, match=r"^LabelTr/: 2 training cases holding label 2; the "
+    with pytest.raises(InputDataError, match=r"^ImageTr/PanTS_00000099/ct.nii.gz: missing: "
+                                             r"metadata.xlsx row 6 marks it tumour-positive"):
+        ingest_card(load_task("pancreas-tumor-seg"), root)
+    (root / "metadata.xlsx").write_bytes(xlsx_bytes({"Sheet1": [["PanTS ID", "tumor?"],
+                                                                ["PanTS_00000001", 1]]}))
+    with pytest.raises(InputDataError, match=r"^LabelTr/: 1 training cases holding label 2; the "
                                              r"card takes 20 \(a partial download\?\)$"):
+        ingest_card(load_task("pancreas-tumor-seg"), root)
+    (root / "metadata.xlsx").unlink()
+    with pytest.raises(InputDataError, match=r"^metadata.xlsx: missing: the card takes "):
         ingest_card(load_task("pancreas-tumor-seg"), root)
 
 
