@@ -25,7 +25,7 @@ from tasks_lib.imaging import codecs
 from tasks_lib.imaging.dataset import DatasetConfig
 from tasks_lib.imaging.readers import read_bytes
 from tasks_lib.imaging.release_slake import greyscale
-from tasks_lib.imaging.release_types import Release, ReleaseCase, release_file
+from tasks_lib.imaging.release_types import Release, ReleaseCase, chosen, release_file
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
 from tasks_lib.sources import PublicReleaseSource
@@ -91,9 +91,8 @@ def mimic_release(root: Path) -> Release:
 def read_mimic(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
     """One image and the FINDINGS text per pilot study (the first ``n_cases`` with a card
     that sets it)."""
-    chosen = release.cases[:card.n_cases] if card is not None and card.n_cases else release.cases
     cases, arts, sources = [], [], dict[str, str]()
-    for case in chosen:
+    for case in chosen(release, card):
         try:
             text = read_bytes(root / case.label, case.label).decode("utf-8")
         except UnicodeDecodeError:

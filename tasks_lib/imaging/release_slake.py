@@ -16,6 +16,7 @@ card takes the first N. Each image (``xmlab102``) is published once as 8-bit gre
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 from typing import Any
 
@@ -27,7 +28,7 @@ from tasks_lib.imaging import codecs
 from tasks_lib.imaging.dataset import DatasetConfig
 from tasks_lib.imaging.ingest import CASE_ID
 from tasks_lib.imaging.readers import INGEST_LIMITS, read_bytes, to_uint8
-from tasks_lib.imaging.release_types import Release, ReleaseCase, release_file
+from tasks_lib.imaging.release_types import Release, ReleaseCase, chosen, release_file
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.imaging.types import Artifact, CaseEntry, Visibility
 from tasks_lib.sources import PublicReleaseSource
@@ -40,26 +41,31 @@ INPUTS = ("public/images/<image_id>.png — the image (8-bit greyscale); public/
           "question_id, case_id (the image), question")
 
 
-def _records(root: Path) -> list[dict[str, Any]]:
-    path = root / SPLIT_FILE
-    if not path.is_file():
-        raise InputDataError(SPLIT_FILE, "missing: a SLAKE release has test.json and imgs/ at "
-                                         "the top (BoKelvin/SLAKE; unzip imgs.zip)")
+def question_records(root: Path, name: str, fields: tuple[str, ...], release: str,
+                     missing: str) -> list[dict[str, Any]]:
+    """A VQA release's JSON list of question records, each checked to have ``fields``
+    (``release`` names it in messages, ``missing`` says where the file should be)."""
+    if not (root / name).is_file():
+        raise InputDataError(name, f"missing: {missing}")
     limits = DEFAULT_LIMITS.model_copy(update={"max_json_bytes": 64 * 1024 * 1024,
                                                "max_list_items": 1_000_000})
     try:
-        raw = loads_json(read_bytes(path, SPLIT_FILE), SPLIT_FILE, limits)
+        raw = loads_json(read_bytes(root / name, name), name, limits)
     except InvalidSubmissionError as exc:
-        raise InputDataError(SPLIT_FILE, str(exc).removeprefix(f"{SPLIT_FILE}: ")) from None
+        raise InputDataError(name, str(exc).removeprefix(f"{name}: ")) from None
     if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
-        raise InputDataError(SPLIT_FILE, "expected a list of question records (SLAKE's "
-                                         "test.json)")
+        raise InputDataError(name, f"expected a list of question records ({release}'s {name})")
     for n, rec in enumerate(raw):
-        absent = [f for f in FIELDS if f not in rec]
+        absent = [f for f in fields if f not in rec]
         if absent:
-            raise InputDataError(SPLIT_FILE, f"[{n}]: no {', '.join(absent)} (SLAKE records "
-                                             f"have {', '.join(FIELDS)})")
+            raise InputDataError(name, f"[{n}]: no {', '.join(absent)} ({release} records "
+                                       f"have {', '.join(fields)})")
     return raw
+
+
+def _records(root: Path) -> list[dict[str, Any]]:
+    return question_records(root, SPLIT_FILE, FIELDS, "SLAKE", "a SLAKE release has test.json "
+                            "and imgs/ at the top (BoKelvin/SLAKE; unzip imgs.zip)")
 
 
 def _image_id(img_name: object, where: str) -> str:
@@ -137,13 +143,21 @@ def vqa_rendered(root: Path, items: list[VQAItem]) -> Rendered:
     return Rendered(cases, arts, [], {}, sources, declared_in=items[0][5].split("[")[0])
 
 
-def read_slake(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
-    """The English test questions (the first ``n_cases`` with a card that sets it)."""
-    records = _records(root)
-    chosen = release.cases[:card.n_cases] if card is not None and card.n_cases else release.cases
+def read_questions(root: Path, release: Release, card: PublicReleaseSource | None,
+                   records: list[dict[str, Any]], image_id: Callable[[str], str]) -> Rendered:
+    """The chosen questions of a VQA release whose cases' labels are ``<file>[<record index>]``
+    (``image_id``: an image file → the id it is published under)."""
     items = []
-    for case in chosen:
-        rec = records[int(case.label.removeprefix(f"{SPLIT_FILE}[").rstrip("]"))]
-        items.append((case.case_id, PurePosixPath(case.images[0]).parent.name, case.images[0],
-                      str(rec["question"]), str(rec["answer"]), case.label))
+    for case in chosen(release, card):
+        rec = records[int(case.label.rsplit("[", 1)[1].rstrip("]"))]
+        rel = case.images[0]
+        items.append((case.case_id, image_id(rel), rel, str(rec["question"]),
+                      str(rec["answer"]), case.label))
     return vqa_rendered(root, items)
+
+
+def read_slake(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
+    """The English test questions (the first ``n_cases`` with a card that sets it); an image is
+    named by its folder (``xmlab102``)."""
+    return read_questions(root, release, card, _records(root),
+                          lambda rel: PurePosixPath(rel).parent.name)

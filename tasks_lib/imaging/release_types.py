@@ -90,3 +90,8 @@ def case_id_of(name: str, rel: str) -> str:
         raise InputDataError(rel, f"case id {cid!r} must be letters, digits, '.', '_' or '-' "
                                   "(it becomes a file name)")
     return cid
+
+
+def chosen(release: Release, card: PublicReleaseSource | None) -> list[ReleaseCase]:
+    """The release's cases in order, the first ``n_cases`` when a card sets it."""
+    return release.cases[:card.n_cases] if card is not None and card.n_cases else release.cases

@@ -16,15 +16,13 @@ from __future__ import annotations
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from evaluators.core import InputDataError, InvalidSubmissionError
+from evaluators.core import InputDataError
 from tasks_lib.imaging.dataset import DatasetConfig
 from tasks_lib.imaging.ingest import CASE_ID
-from tasks_lib.imaging.readers import read_bytes
-from tasks_lib.imaging.release_slake import INPUTS, vqa_rendered
+from tasks_lib.imaging.release_slake import INPUTS, question_records, read_questions
 from tasks_lib.imaging.release_types import Release, ReleaseCase, release_file
 from tasks_lib.imaging.render import Rendered
 from tasks_lib.sources import PublicReleaseSource
-from tasks_lib.submission_limits import DEFAULT_LIMITS, loads_json
 
 JSON_FILE, IMAGES = "VQA_RAD Dataset Public.json", "VQA_RAD Image Folder"
 FIELDS = ("qid", "image_name", "question", "answer", "phrase_type")
@@ -33,22 +31,8 @@ LICENSE = "CC0 1.0 (VQA-RAD, osf.io/89kps)"
 
 
 def _records(root: Path) -> list[dict[str, Any]]:
-    if not (root / JSON_FILE).is_file():
-        raise InputDataError(JSON_FILE, f"missing: a VQA-RAD release (OSF) has {JSON_FILE!r} "
-                                        f"and {IMAGES!r}/ at the top")
-    limits = DEFAULT_LIMITS.model_copy(update={"max_json_bytes": 64 * 1024 * 1024})
-    try:
-        raw = loads_json(read_bytes(root / JSON_FILE, JSON_FILE), JSON_FILE, limits)
-    except InvalidSubmissionError as exc:
-        raise InputDataError(JSON_FILE, str(exc).removeprefix(f"{JSON_FILE}: ")) from None
-    if not isinstance(raw, list) or not all(isinstance(r, dict) for r in raw):
-        raise InputDataError(JSON_FILE, "expected a list of question records")
-    for n, rec in enumerate(raw):
-        absent = [f for f in FIELDS if f not in rec]
-        if absent:
-            raise InputDataError(JSON_FILE, f"[{n}]: no {', '.join(absent)} (VQA-RAD records "
-                                            f"have {', '.join(FIELDS)})")
-    return raw
+    return question_records(root, JSON_FILE, FIELDS, "VQA-RAD", f"a VQA-RAD release (OSF) has "
+                            f"{JSON_FILE!r} and {IMAGES!r}/ at the top")
 
 
 def vqarad_release(root: Path) -> Release:
@@ -76,13 +60,7 @@ def vqarad_release(root: Path) -> Release:
 
 
 def read_vqarad(root: Path, release: Release, card: PublicReleaseSource | None) -> Rendered:
-    """The test questions (the first ``n_cases`` with a card that sets it)."""
-    records = _records(root)
-    chosen = release.cases[:card.n_cases] if card is not None and card.n_cases else release.cases
-    items = []
-    for case in chosen:
-        rec = records[int(case.label.removeprefix(f"{JSON_FILE}[").rstrip("]"))]
-        rel = case.images[0]
-        items.append((case.case_id, PurePosixPath(rel).stem, rel, str(rec["question"]),
-                      str(rec["answer"]), case.label))
-    return vqa_rendered(root, items)
+    """The test questions (the first ``n_cases`` with a card that sets it); an image is named by
+    its file name (``synpic54610``)."""
+    return read_questions(root, release, card, _records(root),
+                          lambda rel: PurePosixPath(rel).stem)
