@@ -121,7 +121,8 @@ def agent_pathplan(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
                            ["hyperkalaemia", "ECG", "calcium gluconate", "insulin with glucose",
                             "repeat potassium"], AgentKey(world=world, calls=calls, answer=gold),
                            {"patient_id": p.patient_id}))
-    return _collect(parts, f"{SOURCE}; forced potassium 6.3-7.2 mmol/L")
+    return _collect(parts, f"{SOURCE}; forced potassium 6.3-{6.0 + 0.3 * src.n_items:.1f} "
+                           "mmol/L")
 
 
 def _callapi(kind: int, world: AgentWorld, p: Patient) -> tuple[str, list[ToolCall], str]:
