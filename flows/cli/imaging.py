@@ -53,9 +53,10 @@ def build_imaging(
                                   "--task naming a public-release card)."),
     track: str = typer.Option(None, "--track", help="With --from: segmentation | detection | "
                                                     "vqa | report_generation (with --layout: "
-                                                    "segmentation, the default)."),
+                                                    "the layout's track, the default)."),
     layout: str = typer.Option(None, "--layout", help="With --from: the folder is a public "
-                               "release in this layout: msd | nnunetv2 (docs/imaging.md, "
+                               "release in this layout: msd | nnunetv2 | pants | feta | "
+                               "vindr-cxr | slake | vqa-rad | mimic-cxr (docs/imaging.md, "
                                "'Bringing the public releases')."),
     task_id: str = typer.Option(None, "--task-id", help="With --from: the task id (default: "
                                                         "the folder's name)."),
