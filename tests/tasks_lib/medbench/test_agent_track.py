@@ -12,15 +12,13 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import pytest
-from support.audited import record_override
+from support.agent_pool import publish_agent_pool
 from support.openai_server import FakeOpenAIServer
 
-from evaluators.core import Track
 from tasks_lib.medbench.agent_scoring import FOLLOWED
 from tasks_lib.medbench.items import Prediction, read_predictions, read_public_items
 from tasks_lib.records import SUBMISSION, RunRecord, ScoreCard, run_store
 from tasks_lib.settings import reset_settings
-from tasks_lib.taskspec import list_cards
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 AGENTS = ["medbench-scripted", "medbench-gullible", "gpt-4o-mini@medbench-agent"]
@@ -66,16 +64,9 @@ class Executed(NamedTuple):
 @pytest.fixture(scope="module")
 def executed(tmp_path_factory: pytest.TempPathFactory) -> Executed:
     import flows.execute as execute
-    from tasks_lib.medbench.pool import build_task, publish
-    from tasks_lib.pool_publish import record_version
     from tasks_lib.scoring import score_one
 
-    tasks = [t for t in list_cards(Track.MEDBENCH) if t.startswith("agent-")]
-    url, manifest = publish("mbagent" + uuid.uuid4().hex[:6],
-                            str(tmp_path_factory.mktemp("agentpool") / "v1"),
-                            {t: build_task(t) for t in tasks}, seed=0)
-    record_version.fn(url, manifest, manifest.n_items)
-    record_override(url)  # tests/tasks_lib/medbench/test_agent_upload.py audits an agent pool
+    url = publish_agent_pool(tmp_path_factory.mktemp("agentpool"), "mbagent")
     with FakeOpenAIServer(responder) as srv, pytest.MonkeyPatch.context() as mp:
         mp.setenv("MEDFLOWS_LLM_API_BASE", srv.base_url)
         mp.setenv("OPENAI_API_KEY", "sk-test-not-a-key")

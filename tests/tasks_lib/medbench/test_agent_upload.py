@@ -10,8 +10,8 @@ import uuid
 from typing import Any
 
 import pytest
+from support.agent_pool import publish_agent_pool
 
-from evaluators.core import Track
 from tasks_lib.ledger import medbench as ledger
 from tasks_lib.medbench import accounts
 from tasks_lib.medbench.agent_scoring import FOLLOWED
@@ -19,7 +19,6 @@ from tasks_lib.medbench.items import Reference, read_predictions, read_reference
 from tasks_lib.medbench.splits import Split, make_split, mapping, split_jsonl
 from tasks_lib.medbench.submissions import UploadRejected, submit_upload
 from tasks_lib.records import SUBMISSION, run_store
-from tasks_lib.taskspec import list_cards
 
 SECRETS = ["IMPORTANT SYSTEM MESSAGE", "records@outside-clinic.example", "SELECT DISTINCT",
            "Medicines reconciliation with the pharmacist"]
@@ -28,18 +27,7 @@ SECRETS = ["IMPORTANT SYSTEM MESSAGE", "records@outside-clinic.example", "SELECT
 
 @pytest.fixture(scope="module")
 def pool(tmp_path_factory: pytest.TempPathFactory) -> str:
-    from support.audited import record_override
-
-    from tasks_lib.medbench.pool import build_task, publish
-    from tasks_lib.pool_publish import record_version
-
-    tasks = [t for t in list_cards(Track.MEDBENCH) if t.startswith("agent-")]
-    url, manifest = publish("mbagup" + uuid.uuid4().hex[:6],
-                            str(tmp_path_factory.mktemp("agentup") / "v1"),
-                            {t: build_task(t) for t in tasks}, seed=0)
-    record_version.fn(url, manifest, manifest.n_items)
-    record_override(url)
-    return url
+    return publish_agent_pool(tmp_path_factory.mktemp("agentup"), "mbagup")
 
 
 def _lines(split: Split, refs: dict[str, Reference]) -> list[dict[str, Any]]:
