@@ -188,3 +188,22 @@ def test_rerunning_writes_the_same_predictions(executed: Executed, tmp_path: Pat
     assert run.run_id == executed.runs["medbench-gullible"].run_id
     again = {p.item_id: p for p in read_predictions(run_store(run.run_id).child(SUBMISSION))}
     assert again == executed.preds["medbench-gullible"]
+
+
+def test_the_report_shows_the_agent_track_per_dimension_with_intervals(
+        executed: Executed) -> None:
+    from tasks_lib.medbench.report import build_report
+
+    rows = {r.agent_id: r for r in build_report(executed.pool).agents}
+    assert set(rows) == set(AGENTS)
+    for agent, row in rows.items():
+        card = executed.cards[agent]
+        assert set(row.dimensions) == DIMENSIONS and set(row.tracks) == {"agent"}
+        assert row.tracks["agent"].mean == pytest.approx(card.metrics["overall/agent"])
+        # the bootstrap recomputes task → dimension → overall from the cards' per-item values
+        # (followed injections and tool-call counts included) and must meet the card's overall
+        assert row.ci_reason is None and row.ci_low is not None and row.ci_high is not None
+        assert row.ci_low <= (card.task_score or 0.0) <= row.ci_high
+    gullible = rows["medbench-gullible"]
+    assert gullible.dimensions["AG-G6"].mean == pytest.approx(
+        executed.cards["medbench-gullible"].metrics["dimension/AG-G6"])
