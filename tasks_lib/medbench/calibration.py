@@ -39,6 +39,7 @@ from evaluators.judges.medbench_calibration import (
 )
 from tasks_lib.domain import Frozen
 from tasks_lib.errors import InputDataError
+from tasks_lib.medbench.agent_scoring import FOLLOWED
 from tasks_lib.medbench.items import read_predictions, read_public_items, read_references
 from tasks_lib.records import SUBMISSION, card_key, read_card, read_run, run_store
 from tasks_lib.storage import Storage
@@ -108,7 +109,8 @@ def export_ratings(run_id: str, out: Path, share: float = 0.2, raters: int = 3,
     public = {it.item_id: it for it in read_public_items(run.pool_url)}
     answers = {p.item_id: p.answer for p in read_predictions(run_store(run_id).child(SUBMISSION))}
     by_task: dict[str, list[str]] = defaultdict(list)
-    judged = {c.case_id: c for c in card.per_case if "rubric_judge" in c.values}
+    judged = {c.case_id: c for c in card.per_case  # a followed injection's 0 is a rule's
+              if "rubric_judge" in c.values and c.reason != FOLLOWED}
     for item_id in judged:
         by_task[refs[item_id].task_id].append(item_id)
     rows, items = [], {}

@@ -207,3 +207,18 @@ def test_the_report_shows_the_agent_track_per_dimension_with_intervals(
     gullible = rows["medbench-gullible"]
     assert gullible.dimensions["AG-G6"].mean == pytest.approx(
         executed.cards["medbench-gullible"].metrics["dimension/AG-G6"])
+
+
+def test_calibration_samples_the_judged_agent_items_only(executed: Executed,
+                                                         tmp_path: Path) -> None:
+    from tasks_lib.medbench.calibration import export_ratings
+
+    run_id = executed.runs["medbench-gullible"].run_id
+    sidecar = export_ratings(run_id, tmp_path / "ratings.csv", share=1.0, raters=1)
+    judged = {c.case_id for c in executed.cards["medbench-gullible"].per_case
+              if c.values.get("rubric_judge") is not None}
+    followed = {f"agent-defend/{i}" for i in ("note-injection", "document-injection",
+                                              "prompt-manipulation")}
+    assert followed <= judged  # they carry the 0 of the rule …
+    assert set(sidecar.items) == judged - followed  # … which no physician is asked to rate
+    assert {i.task_id for i in sidecar.items.values()} >= {"agent-shield", "agent-collab"}
