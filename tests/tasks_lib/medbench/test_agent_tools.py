@@ -145,3 +145,24 @@ def test_a_prediction_line_with_malformed_tool_calls_is_refused(calls: object,
     ok = parse_prediction(json.dumps({"item_id": "a", "answer": "x", "tool_calls": [
         {"name": "get_labs", "arguments": {"patient_id": "P1", "day": 2}}]}), "p.jsonl", 1)
     assert ok.tool_calls == [_call("get_labs", patient_id="P1", day=2)]
+
+
+def test_scripted_agents_answer_agent_items_only(tmp_path: Path) -> None:
+    from support.item_runs import run_api
+
+    from tasks_lib.agents import load_catalog
+    from tasks_lib.llm import CallOptions
+    from tasks_lib.medbench.items import read_predictions
+    from tasks_lib.medbench.pool import build_task, publish
+    from tasks_lib.records import SUBMISSION, run_store
+
+    url = publish("mbmix", str(tmp_path / "v1"),
+                  {t: build_task(t) for t in ["safety-open", "agent-shield"]}, seed=0)[0]
+    run = run_api(load_catalog().get("medbench-scripted"), url, 0, CallOptions(cache=False))
+    preds = read_predictions(run_store(run.run_id).child(SUBMISSION))
+    llm = [p for p in preds if p.item_id.startswith("safety-open/")]
+    agent = [p for p in preds if p.item_id.startswith("agent-shield/")]
+    assert llm and all(p.answer is None and p.error is None and p.tool_calls is None
+                       for p in llm)
+    assert agent and all(isinstance(p.answer, str) and p.tool_calls == [] for p in agent)
+    assert (run.n_items, run.n_answered) == (len(preds), len(agent))
