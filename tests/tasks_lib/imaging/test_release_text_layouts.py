@@ -22,9 +22,11 @@ import numpy as np
 import pytest
 from support.cli import invoke
 
+from tasks_lib.imaging.baseline_kind import BaselineKind
+from tasks_lib.imaging.baselines import baseline_files
 from tasks_lib.imaging.codecs import png_load
 from tasks_lib.imaging.intake import ingest_card
-from tasks_lib.imaging.pool import load_task
+from tasks_lib.imaging.pool import load_task, read_manifest
 from tasks_lib.imaging.release_mimic import PILOT_STUDIES, findings
 from tests.tasks_lib.imaging.test_release_layouts import _card, _pool_score, assert_refused
 from tests.tasks_lib.imaging.test_releases import _block
@@ -77,8 +79,13 @@ def test_slake_english_test_questions_build_a_pool_scoring_one(tmp_path: Path) -
                                    "slake_00003,xmlab2,Is the lung healthy?"]
     image = next(a for a in rendered.artifacts if a.key == "images/xmlab1.png")
     assert png_load(image.data).shape == (32, 32)
-    scored, _ = _pool_score(card, rendered, tmp_path)
+    scored, pool = _pool_score(card, rendered, tmp_path)
     assert scored.task_score == 1.0 and scored.s4 == 1.0 and scored.s5 == 1.0
+    # The classical baseline answers a release's questions too (ids without "-qN": constant).
+    m = read_manifest(str(pool))
+    [(_, table)] = baseline_files(BaselineKind.CLASSICAL, str(pool), m)
+    assert table.decode().splitlines() == ["question_id,answer"] + [
+        f"slake_{k:05d},yes" for k in range(4)]
     two = ingest_card(_card("slake-vqa", n_cases=2), root)
     assert [c.case_id for c in two.cases] == ["slake_00000", "slake_00001"]
 
