@@ -7,7 +7,8 @@
   high (found with the tools);
 * ``agent_callapi`` (MedCallAPI) and ``agent_dbops`` (MedDBOps): scored by tool-call micro-F1
   (the reference plan's calls; SQL compared by its result);
-* ``agent_longqa`` (MedLongQA): a 30-day chart read with the document tool, single choice;
+* ``agent_longqa`` (MedLongQA): a 30-day chart (90 shift notes) read with the document tool,
+  single choice;
 * ``agent_longconv`` (MedLongConv): a simulated user states facts early in a six-turn talk
   and asks about them at the end (open-ended).
 """
@@ -199,26 +200,33 @@ def agent_dbops(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
 
 LONG_GOLD = ["levofloxacin", "doxycycline", "aztreonam"]
 LONG_OTHER = ["ceftriaxone", "meropenem", "vancomycin", "azithromycin"]
+SHIFTS = ["morning round", "afternoon review", "night nursing note"]
+STATES = ["afebrile", "comfortable", "mobilising with a frame", "eating well", "slept well",
+          "mild cough", "pain controlled with paracetamol", "bowels open"]
+PLANS = ["continue current care", "physiotherapy", "review bloods tomorrow",
+         "encourage oral fluids", "occupational therapy assessment", "no change"]
 
 
 def _chart(seed: int, task_id: str, i: int, gold: str) -> tuple[str, str]:
-    """A 30-day ward chart: ceftriaxone from day ``a``, a rash, then ``gold`` to discharge;
-    meropenem discussed and not given; routine notes around them. Returns (doc_id, text)."""
+    """A 30-day ward chart (90 shift notes, about 1,700 words): ceftriaxone from day ``a``, a
+    rash, then ``gold`` to discharge; meropenem discussed and not given; routine notes around
+    them. Returns (doc_id, text)."""
     r = rng_for(seed, task_id, f"chart{i}")
     start, switch = r.randint(3, 9), r.randint(12, 20)
     notes = []
     for day in range(1, 31):
-        hr, sbp, dia = r.randint(62, 98), r.randint(104, 146), r.randint(60, 90)
-        line = (f"Day {day}: observations HR {hr}, BP {sbp}/{dia}; "
-                f"{r.choice(['afebrile', 'comfortable', 'mobilising', 'eating well'])}. Plan: "
-                f"{r.choice(['continue current care', 'physiotherapy', 'review bloods'])}.")
-        if day == start:
-            line += " Fever and cough: started ceftriaxone for pneumonia."
-        if day == start + 2:
-            line += " Team discussed escalating to meropenem; not started as she improved."
-        if day == switch:
-            line += f" Rash on the trunk: ceftriaxone stopped, switched to {gold}."
-        notes.append(line)
+        for shift in SHIFTS:
+            hr, sbp, dia = r.randint(62, 98), r.randint(104, 146), r.randint(60, 90)
+            line = (f"Day {day}, {shift}: HR {hr}, BP {sbp}/{dia}, SpO2 {r.randint(93, 99)}%, "
+                    f"temperature {r.randint(361, 378) / 10} C; {r.choice(STATES)}. Plan: "
+                    f"{r.choice(PLANS)}.")
+            if shift == SHIFTS[0] and day == start:
+                line += " Fever and cough: started ceftriaxone for pneumonia."
+            if shift == SHIFTS[1] and day == start + 2:
+                line += " Team discussed escalating to meropenem; not started as she improved."
+            if shift == SHIFTS[2] and day == switch:
+                line += f" Rash on the trunk: ceftriaxone stopped, switched to {gold}."
+            notes.append(line)
     notes.append(f"Discharge: home on oral {gold} to complete the course.")
     return f"chart-{i}", "\n".join(notes)
 
