@@ -195,7 +195,7 @@ def agent_dbops(task: TaskSpec, src: MedBenchSource) -> BuiltTask:
         prompt = (f"Using the clinical database (read-only SQL; tables: patients, labs, "
                   f"medications, allergies, diagnoses), answer: {question}")
         parts.append(tool_item(task, src, f"db-{i}", prompt, key, {}, TOOL_SCHEMA))
-    return _collect(parts, f"{SOURCE}; 8 records as SQLite tables built for each run")
+    return _collect(parts, f"{SOURCE}; 8 records as SQLite tables built for each query")
 
 
 LONG_GOLD = ["levofloxacin", "doxycycline", "aztreonam"]
