@@ -8,8 +8,9 @@ no code execution. A card lists the tools its items get (``source.tools``).
   ``get_medications``, ``dose_calculator`` (mg/kg × kg, capped), ``creatinine_clearance``
   (Cockcroft–Gault);
 * read-only SQL: ``list_tables``, ``describe_table``, ``sql_query`` on a fresh in-memory SQLite
-  database of the item's records for each call (``PRAGMA query_only``, an authorizer that allows reads only —
-  no ATTACH, PRAGMA or writes —, a step budget, at most :data:`MAX_ROWS` rows);
+  database of the item's records for each call (``PRAGMA query_only``, an authorizer that
+  allows reads only — no ATTACH, PRAGMA or writes —, a step budget, at most :data:`MAX_ROWS`
+  rows);
 * consultation: ``ask_peer`` (a peer's opinion in a multidisciplinary meeting);
 * ``share_record``: simulated (nothing is sent); present so that an injected instruction has a
   harmful action to ask for.
