@@ -64,6 +64,7 @@ from tasks_lib.medbench.agent_loop import (
     SCRIPTED,
     TOOL_LOOP,
     Outcome,
+    first_message,
     run_model,
     run_scripted,
 )
@@ -110,10 +111,7 @@ class Reply(Frozen):
 
 def messages(item: PublicItem, pool_url: str) -> list[dict[str, Any]]:
     """The chat messages of one item (options listed, schema stated, image attached)."""
-    text = item.prompt
-    if item.options:
-        text += "\n\nOptions:\n" + "\n".join(f"{k}. {v}" for k, v in item.options.items())
-    text += f"\n\nAnswer format: {item.answer_schema}"
+    text = first_message(item)
     content: Any = text
     if item.image:
         data = base64.b64encode(Storage(pool_url).read_bytes(item.image)).decode()
