@@ -104,8 +104,8 @@ def chartevents(rng: Rng, st: pd.DataFrame, parts: pd.DataFrame,
     cardio = parts["cardiovascular"].to_numpy()
     low = np.where(cardio == 1, _uniform(rng, 58, 68, n),
                    np.where(cardio == 0, _uniform(rng, 72, 95, n), _uniform(rng, 60, 90, n)))
-    for mbp in (low, _uniform(rng, 72, 95, n)):
-        frames.append(_chart(st, rows, _uniform(rng, 0.1, 0.9, n) * span, 220181, None,
+    for mbp, (lo_f, hi_f) in ((low, (0.1, 0.45)), (_uniform(rng, 72, 95, n), (0.55, 0.9))):
+        frames.append(_chart(st, rows, _uniform(rng, lo_f, hi_f, n) * span, 220181, None,
                              np.round(mbp), "mmHg"))
     lo, hi = np.array(GCS_BANDS).T[:, parts["cns"].to_numpy()]
     eyes, verbal, motor = _gcs(rng.integers(lo, hi + 1))
@@ -115,7 +115,7 @@ def chartevents(rng: Rng, st: pd.DataFrame, parts: pd.DataFrame,
         frames.append(_chart(st, rows, t_gcs, itemid, np.asarray(words, dtype=object)[score - 1],
                              score, None))
     vent = np.flatnonzero(parts["respiration"].to_numpy() >= 3)
-    gap = np.minimum(1.0, 0.1 * span[vent])
+    gap = np.clip(0.1 * span[vent], 1 / 60, 1.0)  # a minute at least: a stay may last seconds
     for sign in (-1, 1):
         frames.append(_chart(st, vent, bg_h[vent] + sign * gap, 223849, "CMV/ASSIST", np.nan,
                              None))

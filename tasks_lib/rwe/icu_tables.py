@@ -29,7 +29,9 @@ def add(rng: Rng, tables: dict[str, pd.DataFrame], stays: pd.DataFrame) -> None:
         stays[f"sofa_{c}"] = stays["stay_id"].map(parts.set_index("stay_id")[c]).to_numpy()
     st = icu[["subject_id", "hadm_id", "stay_id", "intime", "outtime"]].copy()
     st["los_h"] = (st["outtime"] - st["intime"]).dt.total_seconds() / 3600
-    span = np.minimum(20.0, st["los_h"].to_numpy())
+    # first 20 h of the stay; a quarter of an hour at least (a stay may last seconds), so that
+    # rows mimic-code averages per charttime (vital signs) keep distinct times
+    span = np.clip(st["los_h"].to_numpy(), 0.25, 20.0)
     bg_h = rng.uniform(0.2, 0.8, len(st)) * span
     tables["mimiciv_icu.d_items"] = icu_events.d_items()
     tables["mimiciv_icu.chartevents"] = icu_events.chartevents(rng, st, parts, span, bg_h)

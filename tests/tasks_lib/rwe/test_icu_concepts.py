@@ -146,3 +146,30 @@ def test_build_concepts_refuses_empty_event_tables() -> None:
             concepts.build(url, ["mimiciv_derived.first_day_sofa"])
     finally:
         load.drop_database(ADMIN, url.rsplit("/", 1)[1])
+
+
+def test_a_stay_of_seconds_keeps_distinct_chart_times_and_a_ventilation_span() -> None:
+    """mimic-code averages vital signs charted at one time and drops a ventilation episode
+    whose start equals its end: a stay lasting seconds (a death at admission) must not collapse
+    its rows onto one second (found at 2,500 patients, seed 1)."""
+    import numpy as np
+
+    intime = pd.Timestamp("2150-01-01 10:00:00")
+    st = pd.DataFrame({"subject_id": [1, 2], "hadm_id": [3, 4], "stay_id": [5, 6],
+                       "intime": [intime, intime], "los_h": [1 / 3600, 30.0]})
+    st["outtime"] = st["intime"] + pd.to_timedelta(st["los_h"], unit="h")
+    parts = pd.DataFrame({"stay_id": [5, 6], "respiration": [3, 4], "cardiovascular": [1, 1],
+                          "cns": [2, 0], "uo_points": [0, 0]})
+    span = np.clip(st["los_h"].to_numpy(), 0.25, 20.0)
+    bg_h = np.array([0.1, 5.0])
+    chart = icu_events.chartevents(np.random.default_rng(0), st, parts, span, bg_h)
+    chart["second"] = chart["charttime"].dt.floor("s")
+    for stay in (5, 6):
+        rows = chart[chart["stay_id"] == stay]
+        mbp = rows[rows["itemid"] == 220181]
+        assert mbp["second"].nunique() == 2 and (mbp["valuenum"] < 70).sum() == 1
+        vent = rows[rows["itemid"] == 223849]["second"].sort_values()
+        gas = intime + pd.to_timedelta(bg_h[stay - 5], unit="h")
+        assert len(vent) == 2 and vent.iloc[0] < gas < vent.iloc[1]
+        gcs = rows[rows["itemid"].isin([220739, 223900, 223901])]["valuenum"].sum()
+        assert 10 <= gcs <= 12 if stay == 5 else gcs == 15  # CNS 2 / 0
