@@ -39,7 +39,8 @@ FOLDERS = {"mimiciv_hosp": "hosp", "mimiciv_icu": "icu", "mimiciv_derived": "der
 """Schema → folder of the release layout."""
 INTS = {"SMALLINT": 2**15, "INTEGER": 2**31, "BIGINT": 2**63}
 FLOATS = ("DOUBLE PRECISION", "FLOAT", "REAL", "NUMERIC")
-BOOLS = {"t", "f", "true", "false", "y", "n", "yes", "no", "on", "off", "1", "0"}
+TRUE = {"t", "true", "y", "yes", "on", "1"}
+BOOLS = TRUE | {"f", "false", "n", "no", "off", "0"}
 _DATE = r"\d{4}-\d{2}-\d{2}([ T]\d{2}:\d{2}(:\d{2}(\.\d{1,6})?)?)?"
 
 
@@ -80,8 +81,8 @@ def _parquet(path: Path) -> pd.DataFrame:
     try:
         return pd.read_parquet(path)
     except ImportError:
-        raise InputDataError(str(path), "reading Parquet needs pyarrow (pip install pyarrow); "
-                             "or give the table as .csv.gz") from None
+        raise InputDataError(str(path), "reading Parquet needs pyarrow (pip install "
+                             "'medflows[parquet]'); or give the table as .csv.gz") from None
     except (ValueError, OSError) as exc:
         raise InputDataError(str(path), f"not a readable Parquet file: {exc}") from None
 
@@ -90,7 +91,9 @@ def _as_text(col: pd.Series, ctype: ColumnType) -> pd.Series:
     """A Parquet column as the text COPY reads ("" = NULL)."""
     if pd.api.types.is_datetime64_any_dtype(col):
         arr = col.to_numpy().astype("datetime64[us]")
-        text = np.char.replace(np.datetime_as_string(arr, unit="s"), "T", " ")
+        # a DATE column: no time of day
+        stamps = np.datetime_as_string(arr, unit="D" if ctype.base == "DATE" else "s")
+        text = np.char.replace(stamps, "T", " ")
         return pd.Series(np.where(np.isnat(arr), "", text), index=col.index)
     if ctype.base in INTS and pd.api.types.is_float_dtype(col):
         whole = col.dropna()
@@ -170,6 +173,16 @@ def check_values(path: Path, table: str, frame: pd.DataFrame) -> None:
         raise InputDataError(str(path), f"column {column}: {what}", line=csv_line(path, row))
 
 
+def _canonical_booleans(frame: pd.DataFrame, table: str) -> None:
+    """Checked BOOLEAN values as ``true``/``false`` (a CSV's ``True``, ``t``, ``1`` … and a
+    Parquet boolean give the same table, hence the same content hash)."""
+    for column, declared in mimic_ddl.declared(table):
+        if mimic_ddl.parse_type(declared).base == "BOOLEAN":
+            low = frame[column].str.lower()
+            frame[column] = low.where(low == "", low.isin(TRUE).map({True: "true",
+                                                                      False: "false"}))
+
+
 def table_csvs(root: Path, analyses: list[str]) -> dict[str, bytes]:
     """Check every file under ``root`` (tables the analyses read first, headers before values)
     and return the canonical CSV of every study-database table (empty where no file).
@@ -197,6 +210,7 @@ def table_csvs(root: Path, analyses: list[str]) -> dict[str, bytes]:
                  else pd.DataFrame(columns=schema.columns(table)))
         if path is not None:
             check_values(path, table, frame)
+            _canonical_booleans(frame, table)
         out[table] = frame.to_csv(index=False, lineterminator="\n").encode()
     return out
 
