@@ -253,11 +253,14 @@ class DockerSandbox:
             monitor = None
         quota.start()
         deadline = started + timeout_s + 5
+        ended: int | None = None  # the exit code seen before a restart dropped the exec record
         while worker.is_alive() and time.monotonic() < deadline:
             worker.join(0.25)
-            if worker.is_alive() and not self.engine.api.exec_inspect(exec_id).get("Running"):
+            state = self._inspect(exec_id)
+            if worker.is_alive() and state and not state.get("Running"):
                 # the command ended but processes it left behind hold the output open: end
                 # them as bwrap's PID namespace would (a restart kills every process inside)
+                ended = state.get("ExitCode")
                 self.container.restart(timeout=0)
                 worker.join(10)
         if worker.is_alive():
@@ -272,7 +275,7 @@ class DockerSandbox:
                 tracer.kill()
                 tracer.wait()
             observed += monitor.finish()
-        exit_code = self.engine.api.exec_inspect(exec_id).get("ExitCode")
+        exit_code = self._inspect(exec_id).get("ExitCode", ended)
         timed_out = exit_code in (None, 137) and time.monotonic() - started >= timeout_s
         hit: list[str] = []
         if over is not None:
@@ -287,6 +290,17 @@ class DockerSandbox:
             stderr=clip(err.text(), self.host.output_chars),
             timed_out=timed_out, duration_s=time.monotonic() - started,
             observed=observed, monitored=monitor is not None, limits_hit=hit)
+
+    def _inspect(self, exec_id: str) -> dict[str, Any]:
+        """The exec's state; empty when the engine no longer knows it (a restart of the
+        container — a cap reached, processes left behind — can drop its exec records)."""
+        import docker
+
+        try:
+            state: dict[str, Any] = self.engine.api.exec_inspect(exec_id)
+        except docker.errors.NotFound:
+            return {}
+        return state
 
     def _running(self) -> None:
         """Wait, by the clock, until the container runs: a restart at a cap (the quota watcher's
@@ -311,7 +325,7 @@ class DockerSandbox:
         pid = 0
         deadline = time.monotonic() + ATTACH_WAIT_S
         while True:
-            pid = int(self.engine.api.exec_inspect(exec_id).get("Pid") or 0)
+            pid = int(self._inspect(exec_id).get("Pid") or 0)
             if pid and _state(pid) == "T":
                 break
             if time.monotonic() > deadline:
