@@ -1,12 +1,12 @@
 """The evaluator cell: a research cell's product score — its kit's :meth:`score
 <tasks_lib.tracks.base.TrackKit.score>` — inside an evaluator sandbox.
 
-The evaluator sandbox (network off, pool and submission read-only, only ``/output`` writable)
-runs ``python -m tasks_lib.harness.evaluate RUN SUBMISSION OUT`` with the project's packages,
-the reference data and the code of the kits kept outside the tree (``MEDFLOWS_KIT_MODULES``)
-bound read-only; it registers the shipped catalog, then those kits. Inside, the run's kit
-scores the folder exactly as every other scoring path does (no Prefect server inside), on the
-run record with its pool at ``/pool`` and a task-card folder holding the run's card only; the full
+The evaluator sandbox (network off, pool and submission read-only, only ``/output`` writable) runs
+``python -m tasks_lib.harness.evaluate RUN SUBMISSION OUT`` with the project's packages, the
+reference data and the code of the kits kept outside the tree (``MEDFLOWS_KIT_MODULES``) bound
+read-only; it imports the run's kit only (its shipped module, or those kits). Inside, the run's kit
+scores the folder exactly as every other scoring path does (no Prefect server inside), on the run
+record with its pool at ``/pool`` and a task-card folder holding the run's card only; the full
 :class:`~tasks_lib.records.ScoreCard` is written to ``/output`` and the host reads it back.
 """
 
@@ -33,10 +33,12 @@ class EvaluatorCellError(RuntimeError):
 
 
 def score_in_process(run: RunRecord, submission: Path) -> ScoreCard:
-    """The run's kit's product score of ``submission`` (runs inside the sandbox)."""
-    from tasks_lib.tracks.base import kit_for
+    """The run's kit's product score of ``submission`` (runs inside the sandbox). Only that
+    kit is imported (a shipped track's module, else the configured extra kits): the whole
+    catalog costs the sandbox seconds of imports per evaluation."""
+    from tasks_lib.tracks.lazy import kit_of
 
-    return kit_for(run.track).score(run, submission)
+    return kit_of(run.track).score(run, submission)
 
 
 def write_inputs(output: Path, run: RunRecord, card: TaskSpec) -> None:
@@ -114,8 +116,4 @@ def main(argv: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    from tasks_lib.tracks import catalog  # noqa: F401  (the sandbox's composition root)
-    from tasks_lib.tracks.extra import register_extra_kits
-
-    register_extra_kits()
     main(sys.argv[1:])

@@ -17,7 +17,6 @@ from tasks_lib.imaging.types import Artifact, CaseEntry, DeidRecord, PoolManifes
 from tasks_lib.ledger import store
 from tasks_lib.pool_format import MANIFEST, PoolFiles
 from tasks_lib.pool_lock import require_usable
-from tasks_lib.pool_publish import write_version
 from tasks_lib.taskspec import TaskSpec
 
 
@@ -77,6 +76,8 @@ def write_pool(card: TaskSpec, artifacts: list[Artifact], cases: list[CaseEntry]
     """Write the artifacts and the public brief as the version of this content
     (:func:`tasks_lib.pool_publish.write_version`: ``out`` or ``pools/<task_id>/vN``, manifest
     last); returns its root URL and manifest."""
+    from tasks_lib.pool_publish import write_version  # Prefect: not for the evaluator's imports
+
     files = PoolFiles(content={**artifact_files(artifacts),
                                "public/brief.md": brief(card, cases).encode()})
 
