@@ -66,6 +66,36 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     items[:] = [t for tests in sorted(modules.values(), key=heavy_first) for t in tests]
 
 
+_default_cluster_was_running: list[bool] = []
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Note whether the checkout's own RWE cluster runs before the suite (the controller
+    process only: pytest-xdist workers end before it does)."""
+    if not hasattr(session.config, "workerinput"):
+        from tasks_lib.rwe.cluster import default_cluster
+
+        _default_cluster_was_running.append(default_cluster().pid() is not None)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """Stop the checkout's own RWE cluster if the suite started it: tests use clusters of
+    their own, but one that reaches the default (a command run without the test's cluster
+    settings) must not leave a server running after `make test`. Said on stderr, so the test
+    that started it can be found."""
+    if _default_cluster_was_running == [False]:
+        import sys
+
+        from tasks_lib.rwe.cluster import default_cluster
+
+        cluster = default_cluster()
+        pid = cluster.pid()
+        if pid is not None:
+            print(f"\nconftest: the suite left the checkout's RWE cluster running (pid {pid}, "
+                  f"{cluster.state_dir}); stopped", file=sys.stderr)
+            cluster.stop()
+
+
 _frozen_at: list[str] = []
 
 
