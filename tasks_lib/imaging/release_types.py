@@ -56,12 +56,20 @@ class Release(NamedTuple):
     card's, or too few cases hold them)."""
 
 
+def no_scored_names(config: DatasetConfig) -> dict[int, str]:
+    """A text track's release scores no label values or box classes."""
+    return {}
+
+
 class LayoutReader(NamedTuple):
-    """One release layout: the track its data is read into, its index, and (2-D layouts) the
-    reader of its pool files (None: volumes and label maps, read by ``releases.read_release``)."""
+    """One release layout: the track its data is read into, its index, where its scored names
+    come from (label values, box classes or none: what a card's ``labels`` must equal), and
+    (2-D layouts) the reader of its pool files (None: volumes and label maps, read by
+    ``releases.read_release``)."""
 
     track: Track
     scan: Callable[[Path], Release]
+    scored: Callable[[DatasetConfig], dict[int, str]] = no_scored_names
     read: Callable[[Path, Release, PublicReleaseSource | None], Rendered] | None = None
 
 

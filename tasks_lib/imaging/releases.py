@@ -22,6 +22,7 @@ here and in the layout modules, grids, affines, label values and boxes in the va
 
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path, PurePosixPath
 
 import numpy as np
@@ -56,15 +57,16 @@ __all__ = [
 ]
 
 SEG = Track.SEGMENTATION
+_labels, _classes = attrgetter("labels"), attrgetter("classes")
 READERS: dict[ReleaseLayout, LayoutReader] = {
-    "msd": LayoutReader(SEG, msd_release),
-    "nnunetv2": LayoutReader(SEG, nnunet_release),
-    "pants": LayoutReader(SEG, pants_release),
-    "feta": LayoutReader(SEG, feta_release),
-    "vindr-cxr": LayoutReader(Track.DETECTION, vindr_release, read_vindr),
-    "slake": LayoutReader(Track.VQA, slake_release, read_slake),
-    "vqa-rad": LayoutReader(Track.VQA, vqarad_release, read_vqarad),
-    "mimic-cxr": LayoutReader(Track.REPORT_GENERATION, mimic_release, read_mimic),
+    "msd": LayoutReader(SEG, msd_release, _labels),
+    "nnunetv2": LayoutReader(SEG, nnunet_release, _labels),
+    "pants": LayoutReader(SEG, pants_release, _labels),
+    "feta": LayoutReader(SEG, feta_release, _labels),
+    "vindr-cxr": LayoutReader(Track.DETECTION, vindr_release, _classes, read_vindr),
+    "slake": LayoutReader(Track.VQA, slake_release, read=read_slake),
+    "vqa-rad": LayoutReader(Track.VQA, vqarad_release, read=read_vqarad),
+    "mimic-cxr": LayoutReader(Track.REPORT_GENERATION, mimic_release, read=read_mimic),
 }
 LAYOUTS: tuple[ReleaseLayout, ...] = tuple(READERS)
 RELEASE_TRACK = SEG
@@ -83,8 +85,6 @@ def check_release_track(layout: str | None, track: Track) -> None:
         raise InputDataError("--layout", f"a {layout} release holds "
                                          f"{release_track(layout).value} data, not "
                                          f"{track.value}")
-
-
 
 
 def as_layout(value: object) -> ReleaseLayout | None:
@@ -115,11 +115,8 @@ def release_inputs(channels: list[str]) -> str:
 
 
 def declared(release: Release) -> dict[int, str]:
-    """The release's scored names: label values (segmentation), box classes (detection) or
-    none (text tracks)."""
-    track = READERS[release.layout].track
-    return (release.config.labels if track is SEG else
-            release.config.classes if track is Track.DETECTION else {})
+    """The release's scored names, as its layout's reader says where they come from."""
+    return READERS[release.layout].scored(release.config)
 
 
 def expect(release: Release, card: PublicReleaseSource) -> None:
