@@ -79,10 +79,10 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
-    """Stop the checkout's own RWE cluster if the suite started it: tests use clusters of
-    their own, but one that reaches the default (a command run without the test's cluster
-    settings) must not leave a server running after `make test`. Said on stderr, so the test
-    that started it can be found."""
+    """A suite that starts the checkout's own RWE cluster fails: tests use clusters of their
+    own (a build run before its test's cluster settings once loaded into the checkout's, and
+    every `make test` left it running with a database that the next run found). The cluster is
+    stopped and named on stderr."""
     if _default_cluster_was_running == [False]:
         import sys
 
@@ -91,9 +91,10 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         cluster = default_cluster()
         pid = cluster.pid()
         if pid is not None:
-            print(f"\nconftest: the suite left the checkout's RWE cluster running (pid {pid}, "
-                  f"{cluster.state_dir}); stopped", file=sys.stderr)
+            print(f"\nconftest: a test started the checkout's RWE cluster (pid {pid}, "
+                  f"{cluster.state_dir}); stopped it, and the suite fails", file=sys.stderr)
             cluster.stop()
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 _frozen_at: list[str] = []

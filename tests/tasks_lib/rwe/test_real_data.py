@@ -222,6 +222,7 @@ def test_from_tables_round_trip_gives_the_generated_reference_answers(tmp_path: 
     from tests.tasks_lib.rwe.ehr_db import N_PATIENTS, loaded_db
     from tests.tasks_lib.rwe.pool_support import study_cluster
 
+    server = study_cluster()[1].url()  # before the build: it loads into the settings' cluster
     root = tmp_path / "mimic"
     for table, data in ehr.table_csvs(ehr.generate(0, N_PATIENTS)).items():
         schema_name, name = table.split(".")
@@ -237,7 +238,7 @@ def test_from_tables_round_trip_gives_the_generated_reference_answers(tmp_path: 
         assert m.database != loaded_db().loaded.database and m.n_patients == N_PATIENTS
         _same_reference(published.url)
     finally:
-        load.drop_database(study_cluster()[1].url(), m.database)
+        load.drop_database(server, m.database)
 
 
 @pytest.mark.slow
