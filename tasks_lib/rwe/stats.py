@@ -2,7 +2,9 @@
 
 Logistic OR (statsmodels Logit, Wald CI and p), modified-Poisson RR/PR (GLM Poisson with robust
 HC0 errors), Cox HR (lifelines CoxPHFitter, Efron ties), log-rank p (lifelines) and AUC
-(scikit-learn). Each returns plain floats.
+(scikit-learn). Each returns plain floats. Each estimator imports its library when it runs (each
+costs 1–3 s of imports, mostly the same scipy.stats): the analysis prelude of a sandboxed agent
+imports this module, and one study needs one or two of them.
 """
 
 from __future__ import annotations
@@ -11,10 +13,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
-import statsmodels.api as sm
-from lifelines import CoxPHFitter
-from lifelines.statistics import logrank_test
-from sklearn.metrics import roc_auc_score
 
 Z95 = 1.959963984540054
 
@@ -36,6 +34,8 @@ class Effect(NamedTuple):
 
 
 def _design(df: pd.DataFrame, terms: list[str]) -> pd.DataFrame:
+    import statsmodels.api as sm
+
     return pd.DataFrame(sm.add_constant(df[terms].astype(float), has_constant="add"))
 
 
@@ -46,12 +46,16 @@ def _wald(beta: float, se: float, p: float) -> Effect:
 
 def logistic(df: pd.DataFrame, outcome: str, terms: list[str]) -> dict[str, Effect]:
     """Odds ratios of every term from a logistic regression of ``outcome`` on ``terms``."""
+    import statsmodels.api as sm
+
     fit = sm.Logit(df[outcome].astype(float), _design(df, terms)).fit(disp=0)
     return {t: _wald(fit.params[t], fit.bse[t], fit.pvalues[t]) for t in terms}
 
 
 def poisson_robust(df: pd.DataFrame, outcome: str, terms: list[str]) -> dict[str, Effect]:
     """Risk/prevalence ratios from a modified Poisson regression (robust HC0 errors)."""
+    import statsmodels.api as sm
+
     fit = sm.GLM(df[outcome].astype(float), _design(df, terms),
                  family=sm.families.Poisson()).fit(cov_type="HC0")
     return {t: _wald(fit.params[t], fit.bse[t], fit.pvalues[t]) for t in terms}
@@ -59,6 +63,8 @@ def poisson_robust(df: pd.DataFrame, outcome: str, terms: list[str]) -> dict[str
 
 def cox(df: pd.DataFrame, duration: str, event: str, terms: list[str]) -> dict[str, Effect]:
     """Hazard ratios from a Cox model (lifelines)."""
+    from lifelines import CoxPHFitter
+
     cph = CoxPHFitter()
     cph.fit(df[[*terms, duration, event]].astype(float), duration_col=duration, event_col=event)
     s = cph.summary
@@ -69,6 +75,8 @@ def cox(df: pd.DataFrame, duration: str, event: str, terms: list[str]) -> dict[s
 
 def logrank_p(df: pd.DataFrame, duration: str, event: str, group: str) -> float:
     """Log-rank p-value between ``group`` == 1 and == 0."""
+    from lifelines.statistics import logrank_test
+
     a, b = df[df[group] == 1], df[df[group] == 0]
     res = logrank_test(a[duration], b[duration], event_observed_A=a[event],
                        event_observed_B=b[event])
@@ -77,4 +85,6 @@ def logrank_p(df: pd.DataFrame, duration: str, event: str, group: str) -> float:
 
 def auc(y: pd.Series, score: pd.Series) -> float:
     """Area under the ROC curve of ``score`` for ``y``."""
+    from sklearn.metrics import roc_auc_score
+
     return float(roc_auc_score(y.astype(int), score.astype(float)))
