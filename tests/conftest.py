@@ -25,6 +25,15 @@ os.environ.update({
     "MEDFLOWS_AGENT_ENV_DIR": str(_TMP / "agent-envs"),
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    # The session's test servers keep flow and task runs (the scheduler and the task-run
+    # recorder run) but not what no test reads: persisted events, run logs sent to the API,
+    # automations and the late-run, worker-health, pause and cancellation sweeps. Measured
+    # (150 flows of 20 tasks, one server): 173 s instead of 291 s, and no slow-down as the
+    # server's database grows, which had made late flow tests 5-10x slower than alone.
+    "PREFECT_LOGGING_TO_API_ENABLED": "false",
+    **{f"PREFECT_SERVER_SERVICES_{service}_ENABLED": "false"
+       for service in ("EVENT_PERSISTER", "TRIGGERS", "FOREMAN", "LATE_RUNS", "REPOSSESSOR",
+                       "PAUSE_EXPIRATIONS", "CANCELLATION_CLEANUP")},
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "GX_ANALYTICS_ENABLED": "false",
     # The call cache is on by default for users; tests share one storage root, so a scripted
