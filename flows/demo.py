@@ -96,10 +96,10 @@ def qa(progress: Progress, per_dataset: int = QA_PER_DATASET,
     from flows.report import report
     from flows.score import score_runs
     from tasks_lib.qa.ingest import default_source
-    from tasks_lib.taskspec import list_cards
+    from tasks_lib.tracks.base import kit_for
 
     started, source = time.monotonic(), default_source()
-    cards = sorted(datasets or list_cards(Track.QA))
+    cards = sorted(datasets or kit_for(Track.QA).task_ids())
 
     def fits(m: dict[str, Any]) -> bool:
         chosen = m.get("selection", {})
