@@ -21,19 +21,17 @@ from tasks_lib.pool_publish import write_version
 from tasks_lib.rwe import ehr, load
 from tasks_lib.rwe.analyses import ANALYSES
 from tasks_lib.rwe.analysis_base import AnalysisResult, StudyDB
+from tasks_lib.rwe.pool_files import POOL_FILES, RWEPoolManifest, cohort_key
 from tasks_lib.rwe.types import (
-    POOL_FILES,
     EHRSource,
     FieldAnswer,
     FieldType,
     RejectedSeed,
-    RWEPoolManifest,
     SchemaNames,
     Study,
     StudyAnswers,
     TrapOutcome,
     VariantOutcome,
-    cohort_key,
     publish_value,
     side,
 )

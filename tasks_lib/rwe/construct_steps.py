@@ -16,8 +16,9 @@ from sqlalchemy.engine import make_url
 from evaluators.core import Frozen, InputDataError
 from tasks_lib.rwe import build, load
 from tasks_lib.rwe.analysis_base import StudyDB
+from tasks_lib.rwe.pool_files import RWEPoolManifest
 from tasks_lib.rwe.studies import load_studies
-from tasks_lib.rwe.types import EHRSource, RejectedSeed, RWEPoolManifest, SchemaNames, Study
+from tasks_lib.rwe.types import EHRSource, RejectedSeed, SchemaNames, Study
 
 if TYPE_CHECKING:
     from tasks_lib.tracks.base import BuildRequest

@@ -35,18 +35,17 @@ from tasks_lib.audits.kit_data import AnswerKeyData
 from tasks_lib.rwe import mimic_ddl, schema
 from tasks_lib.rwe.baselines import BaselineKind, baseline_answers
 from tasks_lib.rwe.cluster import Server, check_study_database, connect, study_server
-from tasks_lib.rwe.questions import question_tree
-from tasks_lib.rwe.roles import READER
-from tasks_lib.rwe.session import ANSWERS_FILE, COHORT_FILE, SessionRecord
-from tasks_lib.rwe.types import (
+from tasks_lib.rwe.pool_files import (
     POOL_FILES,
-    EHRSource,
     LoadedStudyPool,
     RWEPoolManifest,
-    SchemaNames,
     cohort_key,
     load_study_pool,
 )
+from tasks_lib.rwe.questions import question_tree
+from tasks_lib.rwe.roles import READER
+from tasks_lib.rwe.session import ANSWERS_FILE, COHORT_FILE, SessionRecord
+from tasks_lib.rwe.types import EHRSource, SchemaNames
 from tasks_lib.storage import Storage
 
 if TYPE_CHECKING:

@@ -8,8 +8,9 @@ from typing import NamedTuple
 from evaluators.graders.rwe_answers import QuestionTree
 from tasks_lib.errors import InputDataError
 from tasks_lib.ledger import store
+from tasks_lib.rwe.pool_files import RWEPoolManifest, load_study_pool
 from tasks_lib.rwe.questions import question_tree
-from tasks_lib.rwe.types import PublicStudy, RWEPoolManifest, StudyAnswers, load_study_pool
+from tasks_lib.rwe.types import PublicStudy, StudyAnswers
 from tasks_lib.storage import Storage
 
 BUILD = "medflows pool build rwe --seed S --out DIR"

@@ -12,7 +12,7 @@ from tasks_lib.errors import InputDataError
 from tasks_lib.pool_format import MANIFEST, PoolFiles, jsonl_bytes
 from tasks_lib.rotation.kit import PoolRotation
 from tasks_lib.rotation.types import BuiltSubset, SubsetRequest, Unit
-from tasks_lib.rwe.types import POOL_FILES, RWEPoolManifest, cohort_key
+from tasks_lib.rwe.pool_files import POOL_FILES, RWEPoolManifest, cohort_key
 from tasks_lib.storage import Storage
 
 

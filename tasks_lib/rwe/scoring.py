@@ -18,10 +18,10 @@ from tasks_lib.domain import RunStatus, Track
 from tasks_lib.errors import InputDataError
 from tasks_lib.records import CaseScore, RunRecord, ScoreCard
 from tasks_lib.rwe.cohort_judge import CohortJudge, judge_cohort
+from tasks_lib.rwe.pool_files import load_reference_cohort
 from tasks_lib.rwe.pools import LoadedStudy, load_study
 from tasks_lib.rwe.screening import HARD_RULES, IdIndex, Screening, rule_screen
 from tasks_lib.rwe.session import COHORT_FILE, read_record
-from tasks_lib.rwe.types import load_reference_cohort
 from tasks_lib.settings import get_settings
 from tasks_lib.storage import Storage
 

@@ -60,7 +60,7 @@ class RweKit(TrackKit):
 
     def pool_task_ids(self, pool_url: str) -> list[str]:
         """The pool's studies: each is a task, run and scored on its own."""
-        from tasks_lib.rwe.types import RWEPoolManifest
+        from tasks_lib.rwe.pool_files import RWEPoolManifest
         from tasks_lib.storage import Storage
 
         manifest = Storage(pool_url).read_json("manifest.json")

@@ -102,7 +102,7 @@ def test_every_kit_manifest_is_a_header() -> None:
     from tasks_lib.imaging.types import PoolManifest as ImagingManifest
     from tasks_lib.medbench.items import MedBenchManifest
     from tasks_lib.qa.types import PoolManifest as QAManifest
-    from tasks_lib.rwe.types import RWEPoolManifest
+    from tasks_lib.rwe.pool_files import RWEPoolManifest
 
     for model in (ImagingManifest, MedBenchManifest, QAManifest, RWEPoolManifest):
         assert issubclass(model, PoolHeader)

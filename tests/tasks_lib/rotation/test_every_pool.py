@@ -119,7 +119,7 @@ def _rwe_pool(root: Storage) -> tuple[str, list[StudyBuild]]:
 
 
 def test_rwe_pool_rotates_by_design(tmp_path: Path) -> None:
-    from tasks_lib.rwe.types import load_study_pool
+    from tasks_lib.rwe.pool_files import load_study_pool
 
     pool_id, builds = _rwe_pool(Storage(str(tmp_path / "rwe" / "v1")))
     first, _ = _three_draws(pool_id, 3)

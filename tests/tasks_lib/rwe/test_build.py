@@ -16,7 +16,8 @@ from tasks_lib.audit import audit_pool
 from tasks_lib.audits.report import CHECKS
 from tasks_lib.ledger import store
 from tasks_lib.rwe import load
-from tasks_lib.rwe.types import FieldType, load_study_pool
+from tasks_lib.rwe.pool_files import load_study_pool
+from tasks_lib.rwe.types import FieldType
 from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.ehr_db import loaded_db, require_server
 

@@ -21,8 +21,8 @@ import pytest
 from evaluators.graders.rwe import score_study
 from evaluators.graders.rwe_answers import QuestionTree
 from tasks_lib.rwe.baselines import baseline_answers
+from tasks_lib.rwe.pool_files import load_study_pool
 from tasks_lib.rwe.questions import question_tree
-from tasks_lib.rwe.types import load_study_pool
 from tasks_lib.storage import Storage
 
 A_MEANS = {  # study → gate → CI side option "A" answers (datasets/rwe/<id>/study.yaml keys)

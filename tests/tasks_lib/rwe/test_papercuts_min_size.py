@@ -28,8 +28,8 @@ from tasks_lib.rwe.construct_steps import (
     build_pool,
     resolve_database,
 )
+from tasks_lib.rwe.pool_files import load_study_pool
 from tasks_lib.rwe.studies import load_studies
-from tasks_lib.rwe.types import load_study_pool
 from tasks_lib.storage import Storage
 from tests.tasks_lib.rwe.ehr_db import loaded_db
 

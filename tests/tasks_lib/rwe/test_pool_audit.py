@@ -17,8 +17,9 @@ from tasks_lib.audits.pool import pool_info
 from tasks_lib.audits.scoring import score_folder
 from tasks_lib.errors import InputDataError
 from tasks_lib.rwe import load
+from tasks_lib.rwe.pool_files import load_study_pool
 from tasks_lib.rwe.questions import question_tree
-from tasks_lib.rwe.types import TrapOutcome, VariantOutcome, load_study_pool
+from tasks_lib.rwe.types import TrapOutcome, VariantOutcome
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import kit_for
 from tests.tasks_lib.rwe.test_contract import constant_golden

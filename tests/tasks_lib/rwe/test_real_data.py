@@ -194,7 +194,7 @@ def test_from_db_keeps_comments_it_does_not_own(mimic_5432: str) -> None:
 def _same_reference(pool_url: str) -> None:
     """The pool at ``pool_url`` has the generated pool's studies, MCQ keys, printed values and
     reference cohorts (byte for byte)."""
-    from tasks_lib.rwe.types import cohort_key, load_study_pool
+    from tasks_lib.rwe.pool_files import cohort_key, load_study_pool
     from tasks_lib.storage import Storage
     from tests.tasks_lib.rwe.pool_support import built_pool
 
@@ -265,7 +265,8 @@ def test_from_db_on_mimic_code_database_same_answers_and_honest_sr_1(
     from sqlalchemy.engine import make_url
     from support.isolated import own_storage_and_ledger
 
-    from tasks_lib.rwe.types import EHRSource, load_study_pool
+    from tasks_lib.rwe.pool_files import load_study_pool
+    from tasks_lib.rwe.types import EHRSource
     from tasks_lib.scoring import score_one
     from tasks_lib.storage import Storage
     from tests.tasks_lib.rwe.ehr_db import ADMIN

@@ -13,8 +13,9 @@ from evaluators.core import Track
 from tasks_lib.agents import AgentSpec, Harness
 from tasks_lib.domain import RunStatus
 from tasks_lib.records import RunRecord, ScoreCard
+from tasks_lib.rwe.pool_files import POOL_FILES, RWEPoolManifest, cohort_key
 from tasks_lib.rwe.session import SessionRecord
-from tasks_lib.rwe.types import POOL_FILES, RWEPoolManifest, SchemaNames, cohort_key
+from tasks_lib.rwe.types import SchemaNames
 from tasks_lib.storage import Storage
 from tasks_lib.tracks.base import kit_for
 from tests.tasks_lib.rwe.study_fixture import make_study
