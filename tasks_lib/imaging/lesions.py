@@ -15,6 +15,7 @@ column, ``x2``/``y2`` exclusive edges. Side is the subject's side from the templ
 from __future__ import annotations
 
 from enum import IntEnum
+from functools import cache
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,12 +52,18 @@ class LesionCase(Frozen):
     lesions: list[Lesion] = Field(description="Lesions drawn into the image.")
 
 
+@cache
 def _template() -> tuple[NDArray[np.float32], NDArray[np.float64]]:
+    """The 2 mm MNI152 T1 (scaled to 0..1) and its affine, read-only; cached: nilearn loads and
+    resamples it for seconds, and every lesion card draws on it."""
     from nilearn import datasets
 
     t1 = datasets.load_mni152_template(resolution=2)
     data = np.asarray(t1.get_fdata(), dtype=np.float32)
-    return data / max(float(data.max()), 1e-6), np.asarray(t1.affine)
+    vol, affine = data / max(float(data.max()), 1e-6), np.asarray(t1.affine)
+    vol.setflags(write=False)
+    affine.setflags(write=False)
+    return vol, affine
 
 
 def _slice(vol: NDArray[np.float32], z: int) -> NDArray[np.float32]:

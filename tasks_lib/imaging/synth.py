@@ -31,6 +31,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -58,9 +59,13 @@ class ImagePair(NamedTuple):
     origin: str
 
 
+@lru_cache(maxsize=2)
 def load_mni(voxel_mm: float, template_mm: int = 2) -> tuple[F32, F32, F32]:
     """MNI152 T1 (scaled to 0..1), GM and WM probability maps of nilearn's ``template_mm``
-    template, resampled to ``voxel_mm`` (not resampled when they are equal)."""
+    template, resampled to ``voxel_mm`` (not resampled when they are equal).
+
+    Cached (read-only arrays): nilearn's loading and resampling cost seconds per call, and one
+    process renders several cards from the same template (a 4 mm and the 2 mm slices)."""
     from nilearn import datasets
 
     t1 = datasets.load_mni152_template(resolution=template_mm)
@@ -76,7 +81,10 @@ def load_mni(voxel_mm: float, template_mm: int = 2) -> tuple[F32, F32, F32]:
 
     image = res(t1)
     image = image / max(float(image.max()), 1e-6)
-    return image, res(gm), res(wm)
+    maps = (image, res(gm), res(wm))
+    for m in maps:
+        m.setflags(write=False)
+    return maps
 
 
 def _rotation(rng: np.random.Generator, max_deg: float) -> NDArray[np.float64]:
@@ -273,7 +281,8 @@ def kspace_cases(src: KSpaceSuperResSource) -> list[ImagePair]:
     cases = []
     for _ in range(src.n_cases):
         z = int(rng.integers(int(0.4 * nz), int(0.6 * nz)))
-        ref = rotate(np.rot90(t1[:, :, z]), rng.uniform(-10, 10), order=1) * rng.uniform(0.9, 1.1)
+        plane = np.rot90(t1[:, :, z]).copy()  # skimage needs a writable array (t1 is cached)
+        ref = rotate(plane, rng.uniform(-10, 10), order=1) * rng.uniform(0.9, 1.1)
         k = np.fft.fftshift(np.fft.fft2(ref))
         keep = np.zeros(k.shape, dtype=bool)
         (h, w), f = k.shape, src.keep_fraction
