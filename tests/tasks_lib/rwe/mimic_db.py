@@ -15,8 +15,8 @@ from functools import lru_cache
 import psycopg2
 from psycopg2 import sql
 
-from tasks_lib.rwe import ehr, load, mimic_ddl, schema
-from tests.tasks_lib.rwe.ehr_db import N_PATIENTS
+from tasks_lib.rwe import load, mimic_ddl, schema
+from tests.tasks_lib.rwe.ehr_db import generated
 
 
 def fill(url: str, csvs: dict[str, bytes]) -> None:
@@ -47,5 +47,5 @@ def mimic_database(seed: int = 0) -> str:
     load.drop_database(server.url(), name)
     url = load.create_database(server.url(), name)
     atexit.register(load.drop_database, server.url(), name)
-    fill(url, ehr.table_csvs(ehr.generate(seed, N_PATIENTS)))
+    fill(url, generated(seed)[1])
     return url

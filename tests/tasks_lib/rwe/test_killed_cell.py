@@ -65,16 +65,22 @@ def wait_for_agent_query(server: Server, timeout_s: float = 300) -> str:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("prefect_harness")
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap not installed")
 def test_kill_9_of_run_cell_leaves_nothing_after_the_next_command() -> None:
+    from prefect.settings import PREFECT_API_URL
+
     from tasks_lib.rwe.pools import load_study
 
     _, admin = study_cluster()
     server = admin.model_copy(update={
         "database": load_study("statin-sepsis", built_pool().url).manifest.database})
+    # Both commands run their flows on the session's Prefect server: what is killed and swept
+    # is the cell's, not a temporary Prefect server of each command (~20 s CPU apiece).
+    env = {**os.environ, "PREFECT_API_URL": str(PREFECT_API_URL.value())}
     cell = subprocess.Popen([MEDFLOWS, "run", "cell", "--agent", "rwe-dbhog", "--task",
                              "statin-sepsis"], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+                            stderr=subprocess.PIPE, start_new_session=True, env=env)
     try:
         server = server.model_copy(update={"database": wait_for_agent_query(server)})
         left = catalog(server)
@@ -88,7 +94,8 @@ def test_kill_9_of_run_cell_leaves_nothing_after_the_next_command() -> None:
     assert catalog(server)["roles"] == 0
 
     nxt = subprocess.run([MEDFLOWS, "run", "cell", "--agent", "no-such-agent", "--task",
-                          "statin-sepsis"], capture_output=True, text=True, timeout=300)
+                          "statin-sepsis"], capture_output=True, text=True, timeout=300,
+                         env=env)
     assert nxt.returncode != 0
     time.sleep(0.5)  # terminated backends leave pg_stat_activity asynchronously
     assert catalog(server) == {"roles": 0, "sessions": 0, "schemas": 0, "large_objects": 0,
