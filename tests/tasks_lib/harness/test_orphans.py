@@ -92,12 +92,16 @@ def _next_run_cell_sweeps(argv: list[str], env: dict[str, str]) -> str:
 @needs_bwrap
 @pytest.mark.slow
 def test_kill_9_of_run_cell_leaves_no_process_and_the_next_run_cell_sweeps(
-        pool: Path, tmp_path: Path) -> None:
+        pool: Path, tmp_path: Path, prefect_harness: None) -> None:
+    from prefect.settings import PREFECT_API_URL
+
     marker = f"orphan-{uuid.uuid4().hex[:10]}"
     with FakeOpenAIServer(lambda body: _call(f"sleep 300; echo {marker}")) as server:
+        # the session's Prefect server: the CLI's own temporary one (~20 s of CPU to start) is
+        # not what this test is about (tests/faults/test_orphan_server.py kills one)
         env = {**os.environ, "MEDFLOWS_LLM_API_BASE": server.base_url,
-               "PREFECT_HOME": str(tmp_path / "prefect-home")}
-        env.pop("PREFECT_API_URL", None)
+               "PREFECT_HOME": str(tmp_path / "prefect-home"),
+               "PREFECT_API_URL": str(PREFECT_API_URL.value())}
         argv = [MEDFLOWS, "run", "cell", "--agent", "gpt-4o-mini@tools", "--task", TASK,
                 "--judge-model", "rules"]
         with (tmp_path / "cli.log").open("wb") as log:

@@ -7,7 +7,7 @@ import base64
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -15,6 +15,7 @@ import pytest
 import yaml
 
 from tasks_lib.sandbox.base import Language, SandboxSpec, agent_spec, evaluator_spec
+from tasks_lib.sandbox.hostio import remove_tree
 from tasks_lib.sandbox.isolation import scan_code, scan_result, scan_workspace
 from tasks_lib.sandbox.local import BwrapSandbox
 
@@ -27,9 +28,9 @@ BACKENDS = [pytest.param("local", marks=pytest.mark.skipif(
             pytest.param("docker", marks=pytest.mark.slow)]
 
 
-def _sandbox(backend: str, spec: SandboxSpec, request: pytest.FixtureRequest) -> Any:
+def _sandbox(backend: str, spec: SandboxSpec) -> Any:
+    """The backend's sandbox (docker: at ``DOCKER_HOST``, which its engine client keeps)."""
     if backend == "docker":
-        request.getfixturevalue("docker_env")
         from tasks_lib.sandbox.docker_backend import DockerSandbox
 
         return DockerSandbox(spec)
@@ -98,15 +99,46 @@ def _fill(code: str, arena: Arena) -> str:
             .replace("{port}", str(arena.listener.port)))
 
 
-def _spec(attempt: dict[str, Any], arena: Arena, case: Path) -> SandboxSpec:
+def _spec(evaluator: bool, arena: Arena, case: Path) -> SandboxSpec:
     forbidden = [str(arena.private), str(arena.root / "runs"), str(arena.host_out)]
-    if attempt.get("profile") == "evaluator":
+    if evaluator:
         (case / "submission").mkdir()
         (case / "output").mkdir()
         return evaluator_spec(arena.private, case / "submission", case / "output",
                               forbidden=[str(arena.root / "runs"), str(arena.host_out)])
     (case / "workspace").mkdir()
     return agent_spec(arena.root / "public", case / "workspace", forbidden)
+
+
+class Case(NamedTuple):
+    sandbox: Any
+    spec: SandboxSpec
+    folder: Path
+    """Holds ``workspace`` (agent profile) or ``submission`` and ``output`` (evaluator)."""
+
+
+@pytest.fixture(scope="module")
+def cases(arena: Arena, tmp_path_factory: pytest.TempPathFactory
+          ) -> Iterator[Callable[[str, bool], Case]]:
+    """One sandbox per backend and profile for the module, as a cell holds one for all its
+    executions (a Docker container is the costly part): each attempt is an execution of its
+    own, its mounted folders emptied first, so no attempt sees what another left."""
+    made: dict[tuple[str, bool], Case] = {}
+
+    def case(backend: str, evaluator: bool) -> Case:
+        if (backend, evaluator) not in made:
+            folder = tmp_path_factory.mktemp(f"{backend}-{'evaluator' if evaluator else 'agent'}")
+            spec = _spec(evaluator, arena, folder)
+            made[backend, evaluator] = Case(_sandbox(backend, spec), spec, folder)
+        found = made[backend, evaluator]
+        for mounted in found.folder.iterdir():
+            for child in list(mounted.iterdir()):
+                remove_tree(child)
+        return found
+
+    yield case
+    for found in made.values():
+        found.sandbox.close()
 
 
 def _leaked_into(folder: Path) -> bool:
@@ -128,27 +160,26 @@ def test_corpus_is_large_and_varied() -> None:
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("attempt", CORPUS, ids=[a["id"] for a in CORPUS])
 def test_attempt_is_blocked_and_detected(attempt: dict[str, Any], backend: str, arena: Arena,
-                                         tmp_path: Path, request: pytest.FixtureRequest) -> None:
-    spec = _spec(attempt, arena, tmp_path)
+                                         cases: Callable[[str, bool], Case],
+                                         request: pytest.FixtureRequest) -> None:
+    evaluator = attempt.get("profile") == "evaluator"
+    if backend == "docker":
+        request.getfixturevalue("docker_env")
+    sandbox, spec, folder = cases(backend, evaluator)
     code = _fill(attempt["code"], arena)
     before = arena.listener.connections
-    sandbox = _sandbox(backend, spec, request)
-    try:
-        result = sandbox.execute(Language(attempt["language"]), code, timeout_s=20)
-    finally:
-        sandbox.close()
+    result = sandbox.execute(Language(attempt["language"]), code, timeout_s=20)
 
-    evaluator = attempt.get("profile") == "evaluator"
     if not evaluator:
         assert CANARY not in result.stdout + result.stderr, "canary leaked to output"
-        assert not _leaked_into(tmp_path / "workspace"), "canary copied into the workspace"
+        assert not _leaked_into(folder / "workspace"), "canary copied into the workspace"
     else:
-        assert not list((tmp_path / "submission").iterdir()), "evaluator wrote the submission"
+        assert not list((folder / "submission").iterdir()), "evaluator wrote the submission"
     assert not list(arena.host_out.iterdir()), "a file was written on the host"
     assert arena.listener.connections == before, "the network listener was reached"
     assert (arena.private / "secret.txt").read_text() == CANARY
 
-    workspace = tmp_path / ("output" if evaluator else "workspace")
+    workspace = folder / ("output" if evaluator else "workspace")
     if attempt.get("observable", True):
         detected = scan_result(result, spec) + scan_workspace(workspace)
         assert result.monitored, "the syscall monitor must watch the attempt"
