@@ -1,8 +1,8 @@
 """``medflows demo``: each protocol's demo, checked against numbers computed here from the raw data
 (recorded answers, golden baselines, the challenge's human leaderboard, the pool's references); a
 second run reuses what the first built. The tests share one storage root and ledger (the demo's
-own ``.medflows``, as a user's re-runs do): the per-protocol tests build the pools, the all-five
-run reuses them and builds RWE's."""
+own ``.medflows``, as a user's re-runs do): the per-protocol first runs build the pools, the
+all-five run is their second run (it reuses them, with the same scores) and builds RWE's."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -21,7 +21,7 @@ from support.isolated import own_storage_and_ledger
 from support.paths import DATA_ROOT, PROJECT_ROOT
 
 if TYPE_CHECKING:
-    from tasks_lib.demo import Progress
+    from tasks_lib.demo import DemoRow, Progress
 
 pytestmark = pytest.mark.usefixtures("prefect_harness")
 
@@ -42,6 +42,49 @@ def _progress(protocol: str, lines: list[str]) -> Progress:
     from tasks_lib.demo import Progress
 
     return Progress(protocol, lines.append)
+
+
+class FirstRun:
+    """A protocol's first demo run on the module's root: its row and progress lines."""
+
+    def __init__(self, root: Path, protocol: str, run: Callable[[Progress], DemoRow]) -> None:
+        self.lines: list[str] = []
+        with own_storage_and_ledger(root):
+            self.row = run(_progress(protocol, self.lines))
+
+
+@pytest.fixture(scope="module")
+def qa_first(root: Path) -> FirstRun:
+    """The QA demo's first run, on the all-five run's pool (5 hard questions per dataset)."""
+    from flows.demo import qa
+
+    return FirstRun(root, "qa", lambda progress: qa(progress, per_dataset=5))
+
+
+@pytest.fixture(scope="module")
+def imaging_first(root: Path) -> FirstRun:
+    """The imaging demo's first run."""
+    from flows.demo import imaging
+
+    return FirstRun(root, "imaging", imaging)
+
+
+@pytest.fixture(scope="module")
+def medbench_first(root: Path) -> FirstRun:
+    """The MedBench demo's first run."""
+    from flows.demo import medbench
+
+    return FirstRun(root, "medbench", medbench)
+
+
+def _protocol_lines(lines: list[str], protocol: str) -> list[str]:
+    """The progress lines of ``protocol`` (``[  t s] PROTOCOL step: …``)."""
+    return [line for line in lines if line.split("] ", 1)[1].split()[0] == protocol]
+
+
+def _upload_runs(lines: list[str]) -> list[str]:
+    """The run ids the imaging demo's "score (upload mode)" lines name."""
+    return [line.split("run ")[1].split()[0] for line in lines if "upload mode" in line]
 
 
 def _expected_best(manifest: dict[str, object]) -> tuple[float, int]:
@@ -70,14 +113,15 @@ def _expected_best(manifest: dict[str, object]) -> tuple[float, int]:
     return best, len(answers)
 
 
-def test_qa_replay_ranks_the_recorded_answers(root: Path, lines: list[str],
+def test_qa_replay_ranks_the_recorded_answers(root: Path, qa_first: FirstRun,
                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """The first run builds the pool and ranks the recorded agents as computed here from the
+    raw data (its re-run, reusing the pool: the all-five test)."""
     from flows.cli.demo import _qa_leaderboard
-    from flows.demo import qa
     from tasks_lib.storage import Storage
 
+    row, lines = qa_first.row, qa_first.lines
     with own_storage_and_ledger(root):
-        row = qa(_progress("qa", lines), per_dataset=5)  # the all-five run's pool
         assert row.report and Path(row.report).is_file()
         pool = root / "storage" / "pools" / "medagentsbench-hard-demo" / "v1"
         assert row.pool == str(pool)
@@ -87,41 +131,32 @@ def test_qa_replay_ranks_the_recorded_answers(root: Path, lines: list[str],
         assert row.scores["agents"] == agents == 37
         assert "15 hard questions" in row.what and "built" in lines[0]
 
-        again = qa(_progress("qa", lines), per_dataset=5)
-        assert lines[4].split("pool: ")[1].startswith("reused")
-        assert again.scores == row.scores
-
         _qa_leaderboard(row.report, str(row.pool))  # `demo --protocol qa` prints it first
     shown = capsys.readouterr().out
     assert shown.startswith("# Leaderboard — medagentsbench-hard-demo-v1")
     assert f"{agents} (model, method) agents scored on pool {pool}\n" in shown
 
 
-def test_imaging_scores_the_classical_baseline(root: Path, lines: list[str]) -> None:
-    from flows.demo import imaging
-
+def test_imaging_scores_the_classical_baseline(root: Path, imaging_first: FirstRun) -> None:
+    """The first run scores the classical baseline as the golden baselines say (its re-run:
+    the all-five test)."""
     golden = json.loads((PROJECT_ROOT / "tests" / "golden" / "imaging_baselines.json")
                         .read_text())["ldct-denoise"]["classical"]["metrics"]
-    with own_storage_and_ledger(root):
-        row = imaging(_progress("imaging", lines))
-        assert row.scores == pytest.approx(golden)
-        board = Path(row.report or "").read_text()
-        assert "| 1 | upload:ldct-denoise-classical | upload |  | 0.9126 [" in board  # + its CI
-        assert len(list((root / "demo" / "imaging" / "ldct-denoise-classical").iterdir())) == 8
-        again = imaging(_progress("imaging", lines))
-        assert "reused" in lines[4] and again.scores == row.scores
-        run_ids = [line.split("run ")[1].split()[0] for line in lines if "upload mode" in line]
-        assert len(run_ids) == 2 and run_ids[0] == run_ids[1]  # the same folder: the same run
+    row = imaging_first.row
+    assert row.scores == pytest.approx(golden)
+    board = Path(row.report or "").read_text()
+    assert "| 1 | upload:ldct-denoise-classical | upload |  | 0.9126 [" in board  # + its CI
+    assert len(list((root / "demo" / "imaging" / "ldct-denoise-classical").iterdir())) == 8
+    assert len(_upload_runs(imaging_first.lines)) == 1
 
 
-def test_medbench_upload_is_scored_once_per_sheet(root: Path, lines: list[str]) -> None:
-    from flows.demo import medbench
-    from tasks_lib.demo import MEDBENCH_SUBMITTER
-    from tasks_lib.ledger import medbench as ledger
+def test_medbench_upload_is_scored_once_per_sheet(root: Path, medbench_first: FirstRun) -> None:
+    """The first run's upload is scored as computed here from the pool's references, and the
+    split it downloaded holds no reference answer (its re-run: the all-five test)."""
     from tasks_lib.storage import Storage
 
+    row = medbench_first.row
     with own_storage_and_ledger(root):
-        row = medbench(_progress("medbench", lines))
         pool = Storage(str(root / "storage" / "pools" / "medbench-demo" / "v1"))
         refs = list(pool.read_jsonl("private/references.jsonl"))
         boxes = [r for r in refs if r["task_id"] == "lesion-boxes"]
@@ -136,10 +171,6 @@ def test_medbench_upload_is_scored_once_per_sheet(root: Path, lines: list[str]) 
         assert len(split) == len(sheet) == len(refs)
         secrets = [r["text"] for r in refs if r["answer_type"] == "open_ended"]
         assert secrets and not any(text in "".join(split) for text in secrets)
-
-        again = medbench(_progress("medbench", lines))
-        assert again.scores == row.scores and "the same answer sheet again" in lines[5]
-        assert [r.version for r in ledger.submissions(submitter=MEDBENCH_SUBMITTER)] == [1]
 
 
 def test_a_challenge_without_sandbox_is_skipped_with_the_reason(
@@ -208,10 +239,15 @@ def own_cluster(monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
 
 @pytest.mark.slow
 @pytest.mark.skipif(shutil.which("bwrap") is None, reason="bwrap sandbox not installed")
-def test_every_protocol_then_rwe_again(root: Path, own_cluster: Path,
-                                       lines: list[str]) -> None:
+def test_every_protocol_then_rwe_again(root: Path, own_cluster: Path, lines: list[str],
+                                       qa_first: FirstRun, imaging_first: FirstRun,
+                                       medbench_first: FirstRun) -> None:
+    """All five after the per-protocol first runs: QA, imaging and MedBench reuse their pools
+    and give the first runs' scores (imaging: the same folder is the same run; MedBench: the
+    same sheet is the same submission version); then RWE again reuses its pool."""
     from flows.demo import PROTOCOLS, run_demo
-    from tasks_lib.demo import summary_table
+    from tasks_lib.demo import MEDBENCH_SUBMITTER, summary_table
+    from tasks_lib.ledger import medbench as ledger
     from tasks_lib.rwe.cluster import default_cluster
     from tasks_lib.service_scope import command_scope
 
@@ -220,6 +256,15 @@ def test_every_protocol_then_rwe_again(root: Path, own_cluster: Path,
         assert [r.protocol for r in rows] == list(PROTOCOLS)
         assert all(r.report and Path(r.report).is_file() for r in rows)
         by = {r.protocol: r for r in rows}
+        for first in (qa_first, imaging_first, medbench_first):
+            protocol = first.row.protocol
+            again = _protocol_lines(lines, protocol)
+            assert again[0].split("pool: ")[1].startswith("reused"), again[0]
+            assert by[protocol].scores == first.row.scores
+        [first_upload] = _upload_runs(imaging_first.lines)
+        assert _upload_runs(lines) == [first_upload]  # the same folder: the same run
+        assert "the same answer sheet again" in _protocol_lines(lines, "medbench")[1]
+        assert [r.version for r in ledger.submissions(submitter=MEDBENCH_SUBMITTER)] == [1]
         humans = list(csv.DictReader((DATA_ROOT / "rexmle" / "ldct-iqa" / "leaderboard.csv")
                                      .open()))
         # The scripted baseline submits the public format example (quality 0 everywhere): its

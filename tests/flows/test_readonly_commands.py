@@ -16,7 +16,7 @@ from typing import Any
 from uuid import uuid4
 
 import pytest
-from support.cli_child import fresh_env, run_main
+from support.cli_child import fresh_env, run_main, run_mains
 from support.isolated import own_storage_and_ledger
 
 from evaluators.core import Track
@@ -33,9 +33,8 @@ INVALID = "invalid cohort: fabricated_ids (2 row(s))"
 class Ran:
     """A command run in a fresh interpreter: its output, exit code and imported modules."""
 
-    def __init__(self, done: subprocess.CompletedProcess[str], code: int,
-                 modules: list[str]) -> None:
-        self.stdout, self.stderr = done.stdout, done.stderr
+    def __init__(self, stdout: str, stderr: str, code: int, modules: list[str]) -> None:
+        self.stdout, self.stderr = stdout, stderr
         self.code, self.modules = code, set(modules)
 
     def json(self) -> Any:
@@ -50,8 +49,18 @@ class Ran:
 def _medflows(root: Path, *args: str, **env: str) -> Ran:
     """The console script's ``main`` with ``args`` on the ledger and storage of ``root`` (no
     Prefect API unless ``env`` sets one; ``PREFECT_HOME`` is ``root/prefect-home``)."""
-    return Ran(*run_main(root / f"modules-{uuid4().hex[:8]}.json", list(args),
-                         fresh_env(root, **env)))
+    done, code, modules = run_main(root / f"modules-{uuid4().hex[:8]}.json", list(args),
+                                   fresh_env(root, **env))
+    return Ran(done.stdout, done.stderr, code, modules)
+
+
+def _medflows_in_turn(root: Path, *commands: list[str]) -> list[Ran]:
+    """The console script's ``main`` with each of ``commands`` in turn in one fresh interpreter
+    (as :func:`_medflows`, no Prefect API); each :class:`Ran` has the modules imported over
+    all of them (none imported Prefect if their union holds none)."""
+    ran, modules = run_mains(root / f"modules-{uuid4().hex[:8]}.json", list(commands),
+                             fresh_env(root))
+    return [Ran(r["stdout"], r["stderr"], r["code"], modules) for r in ran]
 
 
 def _run(task: str, agent: str, score: float | None, *, rep: int = 0, cost: float,
@@ -146,13 +155,14 @@ def test_report_json_writes_the_board_without_prefect(tmp_path: Path) -> None:
 def test_report_aliases_and_the_pool_board_start_no_server(
         tmp_path: Path, ledger: dict[str, list[str]]) -> None:
     pool = str(tmp_path / "pool")
-    by_pool = _medflows(tmp_path, "report", "--pool", pool, "--json")
+    # One interpreter for the three (each would pay the same start-up and imports).
+    by_pool, alias, rwe = _medflows_in_turn(
+        tmp_path, ["report", "--pool", pool, "--json"], ["report", "qa", "--pool", pool],
+        ["report", "rwe", "--task", "readonly-other", "--json"])
     _check_board(by_pool.json()["rows"])
     files = by_pool.json()["files"]
     assert files["markdown"].endswith(f"reports/{POOL_ID}-v1/leaderboard.md")
-    alias = _medflows(tmp_path, "report", "qa", "--pool", pool)
     assert alias.json() == files  # the alias prints the same files
-    rwe = _medflows(tmp_path, "report", "rwe", "--task", "readonly-other", "--json")
     assert rwe.json()["rows"] == []  # no RWE run on that task: nothing to show
     for ran in (by_pool, alias, rwe):
         _no_server(tmp_path, ran)
@@ -160,7 +170,9 @@ def test_report_aliases_and_the_pool_board_start_no_server(
 
 def test_runs_list_pool_reads_the_pool_version_without_prefect(
         tmp_path: Path, ledger: dict[str, list[str]]) -> None:
-    ran = _medflows(tmp_path, "runs", "list", "--pool", str(tmp_path / "pool"), "--json")
+    ran, missing = _medflows_in_turn(
+        tmp_path, ["runs", "list", "--pool", str(tmp_path / "pool"), "--json"],
+        ["runs", "list", "--pool", "active:no-such-subset", "--json"])
     rows = ran.json()
     assert ran.stderr == ""
     assert sorted(r["run_id"] for r in rows) == sorted(ledger["pool"])  # not the other task's
@@ -169,7 +181,6 @@ def test_runs_list_pool_reads_the_pool_version_without_prefect(
     assert {(r["pool_id"], r["pool_version"], r["evaluator_version"]) for r in rows} == {
         (POOL_ID, 1, "v1")}
     _no_server(tmp_path, ran)
-    missing = _medflows(tmp_path, "runs", "list", "--pool", "active:no-such-subset", "--json")
     assert missing.code == 2 and missing.stdout == ""
     assert missing.stderr.startswith("error: ") and "no active version" in missing.stderr
     _no_server(tmp_path, missing)

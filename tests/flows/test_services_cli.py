@@ -49,7 +49,10 @@ def test_a_local_server_is_reused_and_an_rwe_command_stops_its_cluster(tmp_path:
                 "MEDFLOWS_LEDGER_URL": f"sqlite:///{tmp_path / 'ledger.db'}",
                 "MEDFLOWS_RESULTS_DIR": str(tmp_path / "results"),
                 "MEDFLOWS_RWE_CLUSTER_DIR": str(folder / "cluster"),
-                "MEDFLOWS_RWE_CLUSTER_PORT": str(55400 + (os.getpid() + 1) % 500)})
+                "MEDFLOWS_RWE_CLUSTER_PORT": str(55400 + (os.getpid() + 1) % 500),
+                # No warm process: no command here hands off to one (test_warm_commands.py
+                # starts and stops it), and its imports cost seconds of CPU.
+                "MEDFLOWS_WARM_COMMANDS": "false"})
     pids: list[int] = []
     try:
         server = _json(env, "server", "start", "--json")

@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 MEDFLOWS = str(Path(sys.executable).parent / "medflows")
 """The installed ``medflows`` console script of this interpreter."""
@@ -25,6 +26,29 @@ with open(out, "w") as f:
 """
 """``python -c`` program: the console script's ``main`` with ``ARGS`` (given as ``OUT ARGS``),
 then its exit code and every module it imported written to ``OUT`` as JSON."""
+
+
+RUN_MAINS = """
+import contextlib, io, json, sys
+out, commands = sys.argv[1], json.loads(sys.argv[2])
+from flows.cli import main
+ran = []
+for args in commands:
+    sys.argv = ["medflows", *args]
+    stdout, stderr, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(stderr):
+        try:
+            main()
+        except SystemExit as exc:
+            code = exc.code or 0
+    ran.append({"code": code, "stdout": stdout.getvalue(), "stderr": stderr.getvalue()})
+with open(out, "w") as f:
+    json.dump({"ran": ran, "modules": sorted(sys.modules)}, f)
+"""
+"""``python -c`` program: the console script's ``main`` once per command line of the JSON list
+``COMMANDS`` (given as ``OUT COMMANDS``), in turn, in one interpreter; each one's exit code and
+what it wrote to ``sys.stdout`` and ``sys.stderr``, then every module the interpreter imported,
+written to ``OUT`` as JSON."""
 
 
 def fresh_env(root: Path, **extra: str) -> dict[str, str]:
@@ -47,3 +71,16 @@ def run_main(out: Path, args: list[str], env: dict[str, str], timeout: float = 3
     assert out.exists(), done.stderr[-3000:]
     got = json.loads(out.read_text())
     return done, got["code"], got["modules"]
+
+
+def run_mains(out: Path, commands: list[list[str]], env: dict[str, str], timeout: float = 300
+              ) -> tuple[list[dict[str, Any]], list[str]]:
+    """:data:`RUN_MAINS` with ``commands`` writing to ``out`` (one interpreter for several
+    commands whose imports are checked together: one start-up instead of one each): per
+    command its ``code``, ``stdout`` and ``stderr``, and the modules the interpreter imported
+    over all of them."""
+    done = subprocess.run([sys.executable, "-c", RUN_MAINS, str(out), json.dumps(commands)],
+                          env=env, capture_output=True, text=True, timeout=timeout, check=False)
+    assert out.exists(), done.stderr[-3000:]
+    got = json.loads(out.read_text())
+    return got["ran"], got["modules"]
