@@ -1,7 +1,9 @@
 """``kill -9`` of ``medflows score qa`` while it scores a pool's runs, then a re-run: every run has
 exactly one score row and a stored card identical to a fresh, uninterrupted scoring.
 
-(That the killed CLI's temporary Prefect server does not outlive it: test_orphan_server.py.)"""
+The killed command is a real process; the re-run is the same command in this process
+(``support.cli``: no second CLI start). (That the killed CLI's temporary Prefect server does not
+outlive it: test_orphan_server.py.)"""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from support.cli import invoke
 from support.paths import QA_SOURCE
 
 from flows.pipeline import HARD_MODELS
@@ -93,10 +96,14 @@ def test_kill_9_mid_scoring_then_rerun(replayed_pool: tuple[str, list[str]], tmp
     assert 0 < at_kill < len(run_ids), f"the kill did not land mid-way ({at_kill} scored)"
     print(f"killed with {at_kill} of {len(run_ids)} runs scored")
 
-    rerun = subprocess.run([MEDFLOWS, "score", "qa", "--pool", url], env=env,
-                           capture_output=True, text=True, timeout=300)
-    assert rerun.returncode == 0, rerun.stderr[-3000:]
-    printed = {c["run_id"]: c["task_score"] for c in json.loads(rerun.stdout)}
+    from prefect.logging.configuration import setup_logging
+
+    # Configured inside a CliRunner call, Prefect's console handler would keep its closed stream.
+    setup_logging()
+    rerun = invoke("score", "qa", "--pool", url)
+    assert rerun.exit_code == 0, rerun.output[-3000:]
+    printed = {c["run_id"]: c["task_score"]
+               for c in json.loads(rerun.stdout[rerun.stdout.index("["):])}
     assert sorted(printed) == sorted(run_ids)
 
     rows = store.scores_for(run_ids)

@@ -6,6 +6,10 @@ holds its next requests unanswered, after it has answered (and the client has ca
 the requests. The second process resumes: the server never answers the same request twice (a request
 it never answered is asked again: nobody paid for it), the answers and the score equal those of an
 uninterrupted run in a separate storage root and ledger, and the ledger holds one run row.
+
+The killed and the resumed command are real processes (``kill -9``); the uninterrupted reference
+run and the two scorings are the same commands in this process (``support.cli``): they need no
+process of their own, and each saves a CLI start.
 """
 
 from __future__ import annotations
@@ -19,12 +23,16 @@ import subprocess
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.cli import invoke
 from support.openai_server import FakeOpenAIServer, Transient
 from support.ops_support import BIN, publish_test_pool
+
+from tasks_lib.settings import reset_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("prefect_harness")]
 
@@ -80,11 +88,46 @@ def _env(root: Path, api_url: str, base_url: str) -> dict[str, str]:
             "MEDFLOWS_LLM_API_BASE": base_url, "PREFECT_API_URL": api_url}
 
 
+def _execute_args(pool: str) -> list[str]:
+    return ["execute", "qa", "--pool", pool, "--agents", AGENT, "--max-connections", "4",
+            "--chunk-size", "10", "--no-progress"]
+
+
 def _execute(pool: str, env: dict[str, str], log: Path) -> subprocess.Popen[bytes]:
-    return subprocess.Popen(
-        [str(BIN / "medflows"), "execute", "qa", "--pool", pool, "--agents", AGENT,
-         "--max-connections", "4", "--chunk-size", "10", "--no-progress"],
-        env=env, stdout=log.open("wb"), stderr=subprocess.STDOUT, start_new_session=True)
+    return subprocess.Popen([str(BIN / "medflows"), *_execute_args(pool)], env=env,
+                            stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+@contextlib.contextmanager
+def _settings_of(env: dict[str, str]) -> Iterator[None]:
+    """This process under the MEDFLOWS_* settings of ``env`` (its storage root and ledger)."""
+    try:
+        with pytest.MonkeyPatch.context() as mp:
+            for name, value in env.items():
+                if name.startswith("MEDFLOWS_"):
+                    mp.setenv(name, value)
+            reset_settings()
+            yield
+    finally:
+        reset_settings()
+
+
+def _in_process(env: dict[str, str], *args: str) -> list[dict[str, Any]]:
+    """The JSON list ``medflows ARGS`` prints, run in this process under ``env``'s settings."""
+    with _settings_of(env):
+        out = invoke(*args)
+    assert out.exit_code == 0, out.output[-3000:]
+    return json.loads(out.stdout[out.stdout.index("["):])  # type: ignore[no-any-return]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _prefect_logs_to_the_real_stderr(prefect_harness: None) -> None:
+    """Configure Prefect's console log handler before any `CliRunner` call: configured inside
+    one, it keeps that call's closed stream and the next command's flow fails on it."""
+    from prefect.logging.configuration import setup_logging
+
+    setup_logging()
 
 
 def _finish(proc: subprocess.Popen[bytes], log: Path) -> list[dict[str, Any]]:
@@ -98,13 +141,6 @@ def _answers(root: Path, run_id: str) -> list[dict[str, Any]]:
     drop = {"time_s", "cache_hits", "new_cost_usd"}
     return [{k: v for k, v in json.loads(line).items() if k not in drop}
             for line in lines.splitlines()]
-
-
-def _score(root: Path, pool: str, env: dict[str, str]) -> list[dict[str, Any]]:
-    out = subprocess.run([str(BIN / "medflows"), "score", "qa", "--pool", pool], env=env,
-                         capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout[out.stdout.index("["):])  # type: ignore[no-any-return]
 
 
 def _run_rows(root: Path) -> list[tuple[str, str]]:
@@ -123,8 +159,8 @@ def test_killed_live_run_resumes_without_asking_twice(tmp_path: Path) -> None:
     with FakeOpenAIServer(provider, latency=0.1) as srv:
         reference_root, killed_root = tmp_path / "reference", tmp_path / "killed"
         provider.discard.set()  # the reference run is never held
-        reference = _finish(_execute(pool, _env(reference_root, api_url, srv.base_url),
-                                     tmp_path / "reference.log"), tmp_path / "reference.log")
+        reference = _in_process(_env(reference_root, api_url, srv.base_url),
+                                *_execute_args(pool))
         reference_answered = list(provider.answered)
         provider.answered.clear()
         provider.discard.clear()
@@ -160,7 +196,8 @@ def test_killed_live_run_resumes_without_asking_twice(tmp_path: Path) -> None:
     assert run["new_cost_usd"] < run["cost_usd"]
     assert _answers(killed_root, run["run_id"]) == _answers(reference_root, run["run_id"])
     assert _run_rows(killed_root) == [(run["run_id"], "completed")]
-    [ref_score], [score] = _score(reference_root, pool, _env(reference_root, api_url, "x")), \
-        _score(killed_root, pool, env)
+    [ref_score], [score] = (_in_process(_env(reference_root, api_url, "x"), "score", "qa",
+                                        "--pool", pool),
+                            _in_process(env, "score", "qa", "--pool", pool))
     assert score["task_score"] == ref_score["task_score"]
     assert _run_rows(killed_root) == [(run["run_id"], "completed")]

@@ -47,6 +47,9 @@ class EchoingServer(FakeOpenAIServer):
                 data = json.dumps({"error": {"message": MESSAGE, "type": "invalid_request_error",
                                              "code": "invalid_api_key"}}).encode()
                 request.send_response(exc.status)
+                # Retry at once: each 500 is still retried to the last attempt (every retry
+                # echoes the key again), without the client's 1-15 s backoff sleeps.
+                request.send_header("Retry-After", "0")
                 request.send_header("Content-Type", "application/json")
                 request.send_header("Content-Length", str(len(data)))
                 request.end_headers()
