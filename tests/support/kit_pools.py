@@ -27,7 +27,6 @@ from tasks_lib.audits.baselines import PERFECT, SAMPLE, Baseline
 from tasks_lib.audits.null_agents import Scored
 from tasks_lib.audits.pool import PoolInfo, pool_info
 from tasks_lib.audits.scoring import score_folder
-from tasks_lib.compute import shared_dask
 from tasks_lib.ledger import store
 from tasks_lib.ledger.tables import PoolRow
 from tasks_lib.records import SUBMISSION, RunRecord, run_store
@@ -183,13 +182,14 @@ class KitPools:
 
     def scored(self, track: str) -> list[Scored]:
         """The kit's baselines, each with its audit value under the kit's scorer (as the
-        exploit audit's null-agent check scores them)."""
+        exploit audit's null-agent check scores them; call it inside a
+        :func:`~tasks_lib.compute.shared_dask` block, as the audit does, so a kit scoring on
+        Dask starts one cluster for them all)."""
         if track not in self._scored:
             kit, info = kit_for(track), self.info(track)
-            with shared_dask():
-                self._scored[track] = [
-                    Scored(b, kit.audit_value(score_folder(info, b.folder, b.folder.name)))
-                    for b in self.written(track)]
+            self._scored[track] = [
+                Scored(b, kit.audit_value(score_folder(info, b.folder, b.folder.name)))
+                for b in self.written(track)]
         return self._scored[track]
 
     def perfect(self, track: str) -> Path:

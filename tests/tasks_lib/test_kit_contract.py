@@ -45,6 +45,18 @@ def _test_kits(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="module", params=KIT_NAMES)
+def track(request: pytest.FixtureRequest, _test_kits: None) -> Iterator[str]:
+    """Each registered kit in turn. A module-scoped parameter runs the module kit by kit, and
+    a kit's scorings (its baselines, its score flows) share one Dask cluster, closed before the
+    next kit's tests: a kit that scores on Dask would otherwise start a LocalCluster per
+    scored run (~10 s of CPU each), and one kept for the whole module costs as much idling."""
+    from tasks_lib.compute import shared_dask
+
+    with shared_dask():
+        yield str(request.param)
+
+
 @pytest.fixture(scope="module")
 def pools(_test_kits: None, tmp_path_factory: pytest.TempPathFactory) -> KitPools:
     return KitPools(tmp_path_factory.mktemp("kit-contract"))
@@ -76,7 +88,6 @@ def _invoke(runner: CliRunner, *args: str) -> object:
     return json.loads(got.stdout)
 
 
-@pytest.mark.parametrize("track", KIT_NAMES)
 def test_baselines_are_ordered_and_null_agents_stay_at_or_below_their_floors(
         track: str, pools: KitPools) -> None:
     scored = pools.scored(track)
@@ -94,7 +105,6 @@ def test_baselines_are_ordered_and_null_agents_stay_at_or_below_their_floors(
         assert SAMPLE in names  # the pool publishes a sample: a copy is a null agent
 
 
-@pytest.mark.parametrize("track", KIT_NAMES)
 def test_rotation_is_seeded_version_locked_and_ledgered(
         track: str, pools: KitPools, cli: CliRunner) -> None:
     info = pools.info(track)
@@ -140,7 +150,6 @@ def _scored_runs(track: str, pools: KitPools, cli: CliRunner,
     return cache[track]
 
 
-@pytest.mark.parametrize("track", KIT_NAMES)
 def test_an_invalid_run_is_shown_unranked_off_the_frontier_and_uncredited(
         track: str, pools: KitPools, cli: CliRunner, board_runs: dict[str, list[str]]) -> None:
     board = _board(_scored_runs(track, pools, cli, board_runs))
@@ -152,7 +161,6 @@ def test_an_invalid_run_is_shown_unranked_off_the_frontier_and_uncredited(
     assert board["perfect"].task_score is not None  # the same files, credited when valid
 
 
-@pytest.mark.parametrize("track", KIT_NAMES)
 def test_a_valid_run_has_cost_time_and_pareto_columns(
         track: str, pools: KitPools, cli: CliRunner, board_runs: dict[str, list[str]],
         monkeypatch: pytest.MonkeyPatch) -> None:
@@ -177,7 +185,6 @@ def test_a_valid_run_has_cost_time_and_pareto_columns(
             "wall_time_s", "pareto", "rank", "unranked_reason"} <= columns
 
 
-@pytest.mark.parametrize("track", KIT_NAMES)
 def test_rescoring_under_another_evaluator_version_appends_a_row(
         track: str, pools: KitPools, cli: CliRunner, monkeypatch: pytest.MonkeyPatch) -> None:
     from support.kit_pools import store_run
