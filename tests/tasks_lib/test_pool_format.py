@@ -91,7 +91,8 @@ def test_the_format_imports_without_prefect_the_ledger_or_the_audit() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tasks_lib.rwe.types, tasks_lib.qa.types, tasks_lib.medbench.items; "
+    code = ("import sys, tasks_lib.rwe.types, tasks_lib.rwe.pool_files, tasks_lib.qa.types, "
+            "tasks_lib.medbench.items; "
             "bad = [m for m in ('prefect', 'tasks_lib.audit', 'tasks_lib.ledger.store') "
             "if m in sys.modules]; print(bad); sys.exit(bool(bad))")
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
