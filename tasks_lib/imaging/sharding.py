@@ -19,7 +19,6 @@ from typing import Any
 
 import fsspec
 import numpy as np
-import zarr
 from numpy.typing import NDArray
 from pydantic import Field
 
@@ -54,6 +53,8 @@ def _options(url: str) -> dict[str, Any] | None:
 
 def to_zarr(url: str, arr: NDArray[np.generic], z_chunk: int = Z_CHUNK) -> str:
     """Write ``arr`` as a zarr array chunked along axis 0; returns the URL."""
+    import zarr  # here: scoring a case in a sandbox needs no zarr (~0.3-1 s to import)
+
     z = zarr.create_array(store=url, shape=arr.shape, dtype=arr.dtype, overwrite=True,
                           chunks=(min(z_chunk, arr.shape[0]), *arr.shape[1:]),
                           storage_options=_options(url))
@@ -63,6 +64,8 @@ def to_zarr(url: str, arr: NDArray[np.generic], z_chunk: int = Z_CHUNK) -> str:
 
 def open_zarr(url: str) -> Any:
     """Open a zarr array read-only."""
+    import zarr
+
     return zarr.open_array(store=url, mode="r", storage_options=_options(url))
 
 
