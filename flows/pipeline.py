@@ -32,11 +32,12 @@ class BenchmarkResult(Frozen):
 
 @flow(name="qa-benchmark", flow_run_name="qa-benchmark-{pool_id}", log_prints=True)
 def qa_benchmark(pool_id: str = "medagentsbench-hard", per_dataset: int = 100,
-                 replay: str | None = None) -> BenchmarkResult:
+                 replay: str | None = None, datasets: list[str] | None = None
+                 ) -> BenchmarkResult:
     """construct (first protocol, 10 models, no MELD, auto-approve) → execute (replay) → score →
-    report."""
+    report; ``datasets``: the QA cards to build from (None: all nine, the published set)."""
     source = default_source()
-    pool = construct_qa(pool_id=pool_id, source=source, models=HARD_MODELS,
+    pool = construct_qa(pool_id=pool_id, datasets=datasets, source=source, models=HARD_MODELS,
                         per_dataset=per_dataset, meld=False, auto_approve=True).url
     execute_qa(pool=pool, replay=replay or f"{source}/predictions/hard.csv.gz")
     score_qa(pool=pool)

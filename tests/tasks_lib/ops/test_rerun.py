@@ -64,6 +64,10 @@ def failing_storage(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     reset_settings()
 
 
+DATASETS = ["medbullets", "medqa"]
+"""Two of the nine QA cards: every construct step runs per dataset, so two prove the resume."""
+
+
 def _replay_file(tmp_path: Path) -> str:
     src = get_settings().data_root / "medagentsbench" / "predictions" / "hard.csv.gz"
     with gzip.open(src, "rt") as fh:
@@ -112,7 +116,8 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
 
     pool_id = f"rerun-{uuid.uuid4().hex[:6]}"
     with pytest.raises(OSError, match="injected storage fault"):
-        qa_benchmark(pool_id=pool_id, per_dataset=3, replay=_replay_file(tmp_path))
+        qa_benchmark(pool_id=pool_id, per_dataset=3, replay=_replay_file(tmp_path),
+                     datasets=DATASETS)
     with get_client(sync_client=True) as client:
         [root] = client.read_flow_runs(flow_run_filter=FlowRunFilter(
             name=FlowRunFilterName(any_=[f"qa-benchmark-{pool_id}"])))
@@ -133,7 +138,8 @@ def test_failed_score_stage_resumes_without_recomputing_upstream(failing_storage
     assert again.run_count == 2 and again.state is not None and again.state.is_completed()
     steps = _task_runs_since(root.id, since)
     assert {name for (name, state) in steps if name in EXPENSIVE and state != "Cached"} == set()
-    assert steps[("ingest", "Cached")] == 9 and steps[("execute_chunk", "Cached")] == 2
+    assert steps[("ingest", "Cached")] == len(DATASETS)
+    assert steps[("execute_chunk", "Cached")] == 2
     # the failed stage re-executed: one chunk holding both runs; the report reads the ledger
     assert steps[("score_chunk_step", "Completed")] == 1
     assert sum(n for (name, _), n in steps.items() if name == "score_chunk_step") == 1
