@@ -89,29 +89,29 @@ def qa(progress: Progress, per_dataset: int = QA_PER_DATASET,
        rebuild: bool = False) -> DemoRow:
     """Build (or reuse) a hard QA pool of ``datasets`` (None: all nine, the published set),
     replay every recorded agent on it, score and report."""
-    from evaluators.core import Track
     from flows.construct import construct_qa
     from flows.execute import execute_qa
     from flows.pipeline import HARD_MODELS
     from flows.report import report
     from flows.score import score_runs
     from tasks_lib.qa.ingest import default_source
-    from tasks_lib.tracks.base import kit_for
+    from tasks_lib.storage import Storage
 
     started, source = time.monotonic(), default_source()
-    cards = sorted(datasets or kit_for(Track.QA).task_ids())
+    asked = sorted(datasets) if datasets else None  # None: the kit's every card
 
     def fits(m: dict[str, Any]) -> bool:
         chosen = m.get("selection", {})
-        return (sorted(m.get("cards", [])) == cards and chosen.get("per_dataset") == per_dataset
+        return ("tasks" in chosen and chosen["tasks"] == asked
+                and chosen.get("per_dataset") == per_dataset
                 and chosen.get("models") == HARD_MODELS)
 
     url = _pool(progress, pool_id, fits, rebuild,
-                lambda: (construct_qa(pool_id=pool_id, datasets=cards, source=source,
+                lambda: (construct_qa(pool_id=pool_id, datasets=asked, source=source,
                                       models=HARD_MODELS, per_dataset=per_dataset, meld=False,
                                       auto_approve=True).url, ""),
                 lambda url: f" ({n_items(url)} hard questions)")
-    n_questions = n_items(url)
+    n_questions, cards = n_items(url), Storage(url).read_json("manifest.json")["cards"]
     with progress.step("execute (replay)") as step:
         runs = execute_qa(pool=url, replay=f"{source}/predictions/hard.csv.gz")
         step.detail = f"{len(runs)} recorded (model, method) agents replayed"

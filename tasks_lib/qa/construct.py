@@ -112,6 +112,7 @@ def construct(request: BuildRequest) -> PublishedPool:
     review = expert_review(flagged, bool(o("auto_approve", False)),
                            int(_num(o("review_timeout_s"), 7 * 24 * 3600)))
     selection: dict[str, str | int | float | list[str] | None] = {
+        "tasks": sorted(request.tasks) or None,  # the cards asked for (None: every card)
         "rule": select.value, "per_dataset": per_dataset, "threshold": threshold, "seed": seed,
         "predictions": predictions, "models": models, "meld_models": meld_models if meld else None,
         "meld_threshold": meld_threshold}
