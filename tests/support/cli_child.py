@@ -12,22 +12,6 @@ from typing import Any
 
 MEDFLOWS = str(Path(sys.executable).parent / "medflows")
 """The installed ``medflows`` console script of this interpreter."""
-RUN_MAIN = """
-import json, sys
-out, sys.argv = sys.argv[1], ["medflows", *sys.argv[2:]]
-from flows.cli import main
-code = 0
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-with open(out, "w") as f:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, f)
-"""
-"""``python -c`` program: the console script's ``main`` with ``ARGS`` (given as ``OUT ARGS``),
-then its exit code and every module it imported written to ``OUT`` as JSON."""
-
-
 RUN_MAINS = """
 import contextlib, io, json, sys
 out, commands = sys.argv[1], json.loads(sys.argv[2])
@@ -64,13 +48,12 @@ def fresh_env(root: Path, **extra: str) -> dict[str, str]:
 
 def run_main(out: Path, args: list[str], env: dict[str, str], timeout: float = 300
              ) -> tuple[subprocess.CompletedProcess[str], int, list[str]]:
-    """:data:`RUN_MAIN` with ``args`` writing to ``out``: the finished process, ``main``'s exit
-    code and the modules the interpreter imported."""
-    done = subprocess.run([sys.executable, "-c", RUN_MAIN, str(out), *args], env=env,
-                          capture_output=True, text=True, timeout=timeout, check=False)
-    assert out.exists(), done.stderr[-3000:]
-    got = json.loads(out.read_text())
-    return done, got["code"], got["modules"]
+    """:func:`run_mains` with the one command ``args``: the finished process (what ``main``
+    wrote is in ``stdout``/``stderr``), ``main``'s exit code and the modules the interpreter
+    imported."""
+    done, (ran,), modules = _run(out, [args], env, timeout)
+    done.stdout, done.stderr = ran["stdout"] + done.stdout, ran["stderr"] + done.stderr
+    return done, ran["code"], modules
 
 
 def run_mains(out: Path, commands: list[list[str]], env: dict[str, str], timeout: float = 300
@@ -79,8 +62,14 @@ def run_mains(out: Path, commands: list[list[str]], env: dict[str, str], timeout
     commands whose imports are checked together: one start-up instead of one each): per
     command its ``code``, ``stdout`` and ``stderr``, and the modules the interpreter imported
     over all of them."""
+    _, ran, modules = _run(out, commands, env, timeout)
+    return ran, modules
+
+
+def _run(out: Path, commands: list[list[str]], env: dict[str, str], timeout: float
+         ) -> tuple[subprocess.CompletedProcess[str], list[dict[str, Any]], list[str]]:
     done = subprocess.run([sys.executable, "-c", RUN_MAINS, str(out), json.dumps(commands)],
                           env=env, capture_output=True, text=True, timeout=timeout, check=False)
     assert out.exists(), done.stderr[-3000:]
     got = json.loads(out.read_text())
-    return got["ran"], got["modules"]
+    return done, got["ran"], got["modules"]
