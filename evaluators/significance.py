@@ -39,7 +39,7 @@ Conventions, stated once:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 from pydantic import Field
@@ -53,6 +53,14 @@ MIN_ITEMS = 2
 MCNEMAR = "mcnemar-exact"
 PERMUTATION = "paired-permutation"
 BOOTSTRAP_TEST = "paired-bootstrap"
+
+
+def _stats() -> Any:
+    """``scipy.stats``, imported on first use (it costs ~1 s to import; a report that computes
+    no interval should not pay it)."""
+    from scipy import stats
+
+    return stats
 
 
 class SignificanceSettings(Frozen):
@@ -139,8 +147,7 @@ def bootstrap_interval(x: Sequence[float] | np.ndarray, weights: Sequence[float]
     if len(xs) < MIN_ITEMS:
         return Interval(None, None, len(xs), f"{len(xs)} item(s): an interval needs at least "
                                              f"{MIN_ITEMS}")
-    from scipy import stats  # here: scipy.stats costs ~1 s to import
-    res = stats.bootstrap((xs, ws), _ratio, paired=True, vectorized=True,
+    res = _stats().bootstrap((xs, ws), _ratio, paired=True, vectorized=True,
                           n_resamples=settings.n_resamples, method="percentile",
                           confidence_level=settings.ci_level,
                           rng=np.random.default_rng(settings.seed))
@@ -159,8 +166,7 @@ def mcnemar_exact(a: np.ndarray, b: np.ndarray) -> float:
     discordant = a_only + int(np.sum((a == 0) & (b == 1)))
     if discordant == 0:
         return 1.0
-    from scipy import stats  # here: scipy.stats costs ~1 s to import
-    tail = stats.binom.cdf(min(a_only, discordant - a_only), discordant, 0.5)
+    tail = _stats().binom.cdf(min(a_only, discordant - a_only), discordant, 0.5)
     return float(min(1.0, 2.0 * tail))
 
 
@@ -179,8 +185,7 @@ def paired_permutation(a: np.ndarray, b: np.ndarray, weights: np.ndarray,
     def difference(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
         return np.sum(ws * (x - y), axis=axis) / total  # type: ignore[no-any-return]
 
-    from scipy import stats  # here: scipy.stats costs ~1 s to import
-    res = stats.permutation_test((a[differ], b[differ]), difference,
+    res = _stats().permutation_test((a[differ], b[differ]), difference,
                                  permutation_type="samples", vectorized=True,
                                  n_resamples=settings.n_resamples, alternative="two-sided",
                                  rng=np.random.default_rng(settings.seed))
@@ -288,8 +293,7 @@ def stratified_bootstrap(sizes: Sequence[int], statistic: IndexStatistic,
             idx[k] = sample.astype(int)
         return statistic(idx)
 
-    from scipy import stats  # here: scipy.stats costs ~1 s to import
-    res = stats.bootstrap(tuple(np.arange(sizes[k], dtype=float) for k in varied), resampled,
+    res = _stats().bootstrap(tuple(np.arange(sizes[k], dtype=float) for k in varied), resampled,
                           paired=False, vectorized=True, n_resamples=settings.n_resamples,
                           method="percentile", confidence_level=settings.ci_level,
                           rng=np.random.default_rng(settings.seed))
