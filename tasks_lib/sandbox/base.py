@@ -11,6 +11,7 @@ code through :meth:`Sandbox.execute`. Both backends present the same paths insid
 
 from __future__ import annotations
 
+import site
 import sys
 from enum import StrEnum
 from pathlib import Path
@@ -224,6 +225,17 @@ def runtime_dirs() -> list[str]:
     """Host folders holding this interpreter and its packages (bound read-only)."""
     dirs = {str(Path(sys.prefix).resolve()), str(Path(sys.base_prefix).resolve())}
     return sorted(d for d in dirs if not d.startswith("/usr"))
+
+
+def hidden_runtime_dirs(runtime: list[str]) -> list[str]:
+    """Folders inside the bound ``runtime`` that this interpreter never reads, covered inside by
+    an empty read-only tmpfs: a virtual environment's base interpreter's own site-packages
+    (``include-system-site-packages = false``; 51k files of other projects' packages on a
+    development machine), which code inside could otherwise read and walk."""
+    on_path = {str(Path(p).resolve()) for p in sys.path if p}
+    inside = [str(Path(p).resolve()) for p in site.getsitepackages([sys.base_prefix])]
+    return sorted(d for d in inside if d not in on_path and Path(d).is_dir()
+                  and any(d.startswith(r.rstrip("/") + "/") for r in runtime))
 
 
 def clip(text: str, cap: int = MAX_OUTPUT) -> str:

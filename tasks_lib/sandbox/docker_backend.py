@@ -49,6 +49,7 @@ from tasks_lib.sandbox.base import (
     ViolationKind,
     clip,
     command,
+    hidden_runtime_dirs,
     sandbox_env,
 )
 from tasks_lib.sandbox.hostio import iter_tree
@@ -195,6 +196,8 @@ class DockerSandbox:
             if mount.writable:
                 _own(mount.host)
         env = sandbox_env(spec)
+        hidden = {d: "ro,size=4k" for d in hidden_runtime_dirs(spec.runtime)} \
+            if spec.image is None else {}
         image = ensure_image(self.engine) if spec.image is None \
             else agent_image(self.engine, spec.image)
         return self.engine.containers.run(
@@ -208,7 +211,7 @@ class DockerSandbox:
                 Ulimit(name="nofile", soft=limits.nofile, hard=limits.nofile),
                 Ulimit(name="core", soft=0, hard=0)],
             user=f"{SANDBOX_UID}:{SANDBOX_UID}", working_dir=spec.workdir, environment=env,
-            volumes=volumes, tmpfs={"/tmp": f"rw,size={limits.tmp_mb}m"}, init=True,
+            volumes=volumes, tmpfs={"/tmp": f"rw,size={limits.tmp_mb}m", **hidden}, init=True,
             hostname="sandbox", name=self.name,
             devices=[f"{d}:{d}:rwm" for d in spec.devices],
             labels={"medflows": "sandbox", LEASE_LABEL: self.lease.record.lease_id},

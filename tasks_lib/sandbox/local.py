@@ -37,6 +37,7 @@ from tasks_lib.sandbox.base import (
     ViolationKind,
     clip,
     command,
+    hidden_runtime_dirs,
     sandbox_env,
 )
 from tasks_lib.sandbox.lease import Lease
@@ -71,6 +72,8 @@ def bwrap_argv(spec: SandboxSpec, extra: list[str] | None = None) -> list[str]:
         argv += ["--dev-bind", device, device]
     for folder in spec.runtime:  # after /tmp: the runtime may live under it (a clone in /tmp)
         argv += ["--ro-bind", folder, folder]
+    for folder in hidden_runtime_dirs(spec.runtime):
+        argv += ["--size", "4096", "--tmpfs", folder, "--remount-ro", folder]
     for mount in spec.mounts:
         argv += ["--bind" if mount.writable else "--ro-bind", str(mount.host), mount.target]
     argv += ["--remount-ro", "/", "--chdir", spec.workdir]

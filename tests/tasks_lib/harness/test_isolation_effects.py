@@ -177,3 +177,37 @@ def test_host_reads_are_bounded(tmp_path: Path) -> None:
     text = capture.text()
     assert capture.total == 4096 * 1000 and len(text) < 1100
     assert "bytes truncated" in text
+
+
+@pytest.mark.parametrize("backend", [pytest.param("local", marks=needs_bwrap),
+                                     pytest.param("docker", marks=pytest.mark.slow)])
+def test_the_base_interpreters_own_packages_are_hidden(backend: str, tmp_path: Path,
+                                                        request: pytest.FixtureRequest) -> None:
+    """A virtual environment's base interpreter is bound for its standard library; its own
+    site-packages (other projects' packages, never on this interpreter's path) is an empty,
+    read-only folder inside, while the environment's packages import as before."""
+    from tasks_lib.sandbox.base import hidden_runtime_dirs
+
+    for name in ("public", "workspace"):
+        (tmp_path / name).mkdir()
+    spec = agent_spec(tmp_path / "public", tmp_path / "workspace", [])
+    [hidden] = hidden_runtime_dirs(spec.runtime) or [None]
+    if hidden is None:
+        pytest.skip("this interpreter is no virtual environment over a base with site-packages")
+    assert os.listdir(hidden), "the host's folder holds packages"
+    if backend == "docker":
+        request.getfixturevalue("docker_env")
+        from tasks_lib.sandbox.docker_backend import DockerSandbox
+
+        sandbox: Any = DockerSandbox(spec)
+    else:
+        sandbox = BwrapSandbox(spec)
+    code = (f"import os, numpy\nprint(sorted(os.listdir({hidden!r})))\n"
+            f"try:\n    open({hidden!r} + '/x.pth', 'w')\nexcept OSError as e:\n"
+            f"    print(type(e).__name__)\n")
+    try:
+        result = sandbox.execute(Language.PYTHON, code, 60)
+    finally:
+        sandbox.close()
+    assert result.exit_code == 0, result.stderr
+    assert result.stdout.splitlines() == ["[]", "OSError"]  # EROFS: a read-only file system
