@@ -9,8 +9,10 @@ pool in this process, or prefect-dask on the configured scheduler.
 from __future__ import annotations
 
 import ctypes
+import json
 import logging
 import os
+import threading
 from collections.abc import Iterable, Iterator
 from contextlib import ExitStack, contextmanager
 from contextvars import ContextVar
@@ -98,12 +100,74 @@ def _new_client(n_workers: int, threads_per_worker: int) -> Iterator[Client]:
                             address, saturation)
             yield client
         return
-    with _local_cluster_settings():
-        cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-            dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
-        with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
-            yield client
+    kept = _KEPT
+    if kept is not None:
+        yield kept.get(n_workers, threads_per_worker)
+        return
+    with (_local_cluster_settings(), _local_cluster(n_workers, threads_per_worker) as cluster,
+          Client(cluster) as client):  # type: ignore[no-untyped-call]
+        yield client
+
+
+def _local_cluster(n_workers: int, threads_per_worker: int) -> LocalCluster:
+    """A new LocalCluster of one-thread-pool worker processes on 127.0.0.1 (start it inside
+    :func:`_local_cluster_settings`)."""
+    return LocalCluster(  # type: ignore[no-untyped-call]
+        n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
+        dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
+
+
+class _KeptClusters:
+    """The LocalClusters of a :func:`keep_local_clusters` block, one per (sizes, storage
+    options): a worker process reads storage with the options of the environment it was
+    spawned in, so other options need other workers."""
+
+    def __init__(self, stack: ExitStack) -> None:
+        self.stack = stack
+        self.clients: dict[tuple[int, int, str], Client] = {}
+        self.lock = threading.Lock()
+
+    def get(self, n_workers: int, threads_per_worker: int) -> Client:
+        options = json.dumps(get_settings().storage_options, sort_keys=True, default=str)
+        key = (n_workers, threads_per_worker, options)
+        with self.lock:
+            client = self.clients.get(key)
+            if client is None or client.status != "running":
+                # The settings only while the workers spawn: kept for the block, they would
+                # reach every process this one starts meanwhile (the nanny writes them into
+                # this process's environment). Not the default client: dask code outside a
+                # dask_client block keeps computing in this process.
+                with _local_cluster_settings():
+                    cluster = self.stack.enter_context(_local_cluster(n_workers,
+                                                                      threads_per_worker))
+                client = self.stack.enter_context(
+                    Client(cluster, set_as_default=False))  # type: ignore[no-untyped-call]
+                self.clients[key] = client
+            return client
+
+
+_KEPT: _KeptClusters | None = None
+"""Inside :func:`keep_local_clusters`: the LocalClusters this process keeps."""
+
+
+@contextmanager
+def keep_local_clusters() -> Iterator[None]:
+    """Inside, this process keeps every LocalCluster it starts (for any thread) and hands it to
+    later :func:`dask_client` calls of the same sizes and storage options, instead of starting
+    and closing one per scoring step (~10 s of CPU each on 2 cores: the spawned workers import
+    the scoring code); all are closed when the block ends. For a long-lived process that scores
+    many runs: the test suite, a notebook. An existing scheduler (``MEDFLOWS_DASK_ADDRESS``) is
+    unaffected."""
+    global _KEPT
+    if _KEPT is not None:  # an enclosing block keeps them already
+        yield
+        return
+    with ExitStack() as stack:
+        _KEPT = _KeptClusters(stack)
+        try:
+            yield
+        finally:
+            _KEPT = None
 
 
 KEEP_MMAP_BYTES = 32 * 2**20

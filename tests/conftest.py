@@ -145,6 +145,27 @@ def prefect_harness() -> Iterator[None]:
         yield
 
 
+@pytest.fixture(scope="session", autouse=True)
+def kept_dask_clusters() -> Iterator[None]:
+    """Scoring steps in the tests' own processes share their Dask LocalClusters for the whole
+    session (tasks_lib.compute.keep_local_clusters), as a long-lived process may: starting one
+    per scoring step cost the suite minutes of CPU (its worker processes import the scoring
+    code). Tests of a LocalCluster's own life use :func:`fresh_dask_clusters`; commands in
+    subprocesses start their own."""
+    from tasks_lib.compute import keep_local_clusters
+
+    with keep_local_clusters():
+        yield
+
+
+@pytest.fixture
+def fresh_dask_clusters(monkeypatch: pytest.MonkeyPatch) -> None:
+    """This test's LocalClusters are started and closed as outside the session's keep."""
+    from tasks_lib import compute
+
+    monkeypatch.setattr(compute, "_KEPT", None)
+
+
 @pytest.fixture
 def tmp_storage_url(tmp_path: Path) -> str:
     """A fresh local storage root."""

@@ -1,6 +1,8 @@
 """`shared_dask`: inside the block every `dask_client` call gets the one client (a LocalCluster
 started once, on first use) and the cluster is closed when the block ends; outside, each call has
-its own cluster."""
+its own cluster. `keep_local_clusters`: a process keeps its LocalClusters, one per sizes and
+storage options, until the block ends. (These tests start their clusters outside the session's
+keep, tests/conftest.py.)"""
 
 from __future__ import annotations
 
@@ -9,7 +11,9 @@ from contextlib import contextmanager
 
 import pytest
 
-from tasks_lib.compute import dask_client, shared_dask
+from tasks_lib.compute import dask_client, keep_local_clusters, shared_dask
+
+pytestmark = pytest.mark.usefixtures("fresh_dask_clusters")
 
 
 def _one_plus_one(client: object) -> int:
@@ -57,3 +61,38 @@ def test_a_score_chunk_starts_one_cluster_for_its_runs(monkeypatch: pytest.Monke
     assert len(started) == 1 and got == [f"a@{id(started[0])}", f"b@{id(started[0])}"]
     scoring.score_chunk(["c"])  # a new chunk: its own cluster
     assert len(started) == 2
+
+
+def test_kept_clusters_serve_later_calls_per_storage_options_and_close_on_leaving(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Inside ``keep_local_clusters`` a finished step's cluster serves the next step (a
+    ``shared_dask`` block too) and another thread; other storage options (which a worker reads
+    from the environment it was spawned in) get workers of their own; leaving closes all."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from tasks_lib.settings import reset_settings
+
+    with keep_local_clusters():
+        with dask_client(n_workers=1) as first:
+            assert _one_plus_one(first) == 2
+        with dask_client(n_workers=1) as again, shared_dask(), dask_client(n_workers=1) as inner:
+            assert again is first and inner is first and first.status == "running"
+        with ThreadPoolExecutor(1) as pool:
+            assert pool.submit(lambda: _client_id(1)).result() == id(first)
+        monkeypatch.setenv("MEDFLOWS_STORAGE_OPTIONS", '{"anon": true}')
+        reset_settings()
+        try:
+            with dask_client(n_workers=1) as other:
+                assert other is not first and _one_plus_one(other) == 2
+        finally:
+            monkeypatch.delenv("MEDFLOWS_STORAGE_OPTIONS")
+            reset_settings()
+    assert first.status == "closed" and other.status == "closed"
+    with dask_client(n_workers=1) as after:  # outside: a cluster of its own again
+        assert after is not first
+    assert after.status == "closed"
+
+
+def _client_id(n_workers: int) -> int:
+    with dask_client(n_workers=n_workers) as client:
+        return id(client)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.usefixtures("fresh_dask_clusters")]
 
 PAGE = 4096
 ROUNDS = 40
