@@ -111,10 +111,13 @@ def _new_client(n_workers: int, threads_per_worker: int) -> Iterator[Client]:
 
 def _local_cluster(n_workers: int, threads_per_worker: int) -> LocalCluster:
     """A new LocalCluster of one-thread-pool worker processes on 127.0.0.1 (start it inside
-    :func:`_local_cluster_settings`)."""
+    :func:`_local_cluster_settings`). No dashboard; the scheduler's HTTP routes (health,
+    metrics) on a free loopback port, not Dask's default 8787, which a second cluster finds
+    taken (a UserWarning each time)."""
     return LocalCluster(  # type: ignore[no-untyped-call]
         n_workers=n_workers, threads_per_worker=threads_per_worker, processes=True,
-        dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV)
+        dashboard_address=None, host="127.0.0.1", env=ONE_THREAD_ENV,
+        scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
 
 
 class _KeptClusters:
