@@ -13,8 +13,8 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import Callable, Hashable, Iterable, Iterator
+from contextlib import AbstractContextManager, ExitStack, contextmanager
 from contextvars import ContextVar
 from pathlib import Path
 from typing import Any, Self
@@ -37,21 +37,24 @@ ONE_THREAD_ENV = {name: "1" for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREAD
 ``n_workers`` one-thread processes use ``n_workers`` cores and no more."""
 
 
-class _SharedClient:
-    """The one client of a :func:`shared_dask` block (started on first use)."""
+class _OpenClients:
+    """Clients kept open until a block's exit stack closes, one per key (for
+    :func:`shared_dask` and :func:`keep_local_clusters`)."""
 
     def __init__(self, stack: ExitStack) -> None:
         self.stack = stack
-        self.client: Client | None = None
+        self.clients: dict[Hashable, Client] = {}
+        self.lock = threading.Lock()
 
-    def get(self, n_workers: int, threads_per_worker: int) -> Client:
-        """The shared client (the first call's sizes start it)."""
-        if self.client is None:
-            self.client = self.stack.enter_context(_new_client(n_workers, threads_per_worker))
-        return self.client
+    def get(self, key: Hashable, start: Callable[[], AbstractContextManager[Client]]) -> Client:
+        """The open client of ``key`` (``start()`` opens it on first use)."""
+        with self.lock:
+            if key not in self.clients:
+                self.clients[key] = self.stack.enter_context(start())
+            return self.clients[key]
 
 
-_SHARED: ContextVar[_SharedClient | None] = ContextVar("medflows_shared_dask", default=None)
+_SHARED: ContextVar[_OpenClients | None] = ContextVar("medflows_shared_dask", default=None)
 """Inside :func:`shared_dask`: the client its :func:`dask_client` calls share."""
 
 
@@ -61,7 +64,7 @@ def shared_dask() -> Iterator[None]:
     the first call and closed on leaving; for work that scores many small submissions in a row
     (the exploit audit's baselines), so a LocalCluster starts once, not once per submission."""
     with ExitStack() as stack:
-        token = _SHARED.set(_SharedClient(stack))
+        token = _SHARED.set(_OpenClients(stack))
         try:
             yield
         finally:
@@ -78,8 +81,8 @@ def dask_client(n_workers: int = 2, threads_per_worker: int = 1) -> Iterator[Cli
         threads_per_worker: Threads per LocalCluster worker (ignored likewise).
     """
     shared = _SHARED.get()
-    if shared is not None:
-        yield shared.get(n_workers, threads_per_worker)
+    if shared is not None:  # the block's one client (the first call's sizes start it)
+        yield shared.get((), lambda: _new_client(n_workers, threads_per_worker))
         return
     with _new_client(n_workers, threads_per_worker) as client:
         yield client
@@ -101,8 +104,10 @@ def _new_client(n_workers: int, threads_per_worker: int) -> Iterator[Client]:
             yield client
         return
     kept = _KEPT
-    if kept is not None:
-        yield kept.get(n_workers, threads_per_worker)
+    if kept is not None:  # a worker reads storage with the options it was spawned with
+        options = json.dumps(get_settings().storage_options, sort_keys=True, default=str)
+        yield kept.get((n_workers, threads_per_worker, options),
+                       lambda: _kept_local_client(n_workers, threads_per_worker))
         return
     with (_local_cluster_settings(), _local_cluster(n_workers, threads_per_worker) as cluster,
           Client(cluster) as client):  # type: ignore[no-untyped-call]
@@ -120,36 +125,19 @@ def _local_cluster(n_workers: int, threads_per_worker: int) -> LocalCluster:
         scheduler_kwargs={"dashboard_address": "127.0.0.1:0"})
 
 
-class _KeptClusters:
-    """The LocalClusters of a :func:`keep_local_clusters` block, one per (sizes, storage
-    options): a worker process reads storage with the options of the environment it was
-    spawned in, so other options need other workers."""
-
-    def __init__(self, stack: ExitStack) -> None:
-        self.stack = stack
-        self.clients: dict[tuple[int, int, str], Client] = {}
-        self.lock = threading.Lock()
-
-    def get(self, n_workers: int, threads_per_worker: int) -> Client:
-        options = json.dumps(get_settings().storage_options, sort_keys=True, default=str)
-        key = (n_workers, threads_per_worker, options)
-        with self.lock:
-            client = self.clients.get(key)
-            if client is None or client.status != "running":
-                # The settings only while the workers spawn: kept for the block, they would
-                # reach every process this one starts meanwhile (the nanny writes them into
-                # this process's environment). Not the default client: dask code outside a
-                # dask_client block keeps computing in this process.
-                with _local_cluster_settings():
-                    cluster = self.stack.enter_context(_local_cluster(n_workers,
-                                                                      threads_per_worker))
-                client = self.stack.enter_context(
-                    Client(cluster, set_as_default=False))  # type: ignore[no-untyped-call]
-                self.clients[key] = client
-            return client
+@contextmanager
+def _kept_local_client(n_workers: int, threads_per_worker: int) -> Iterator[Client]:
+    """A client of a new LocalCluster for :func:`keep_local_clusters`. The settings apply only
+    while the workers spawn: kept for the block, they would reach every process this one starts
+    meanwhile (the nanny writes them into this process's environment). Not the default client:
+    dask code outside a :func:`dask_client` block keeps computing in this process."""
+    with _local_cluster_settings():
+        cluster = _local_cluster(n_workers, threads_per_worker)
+    with cluster, Client(cluster, set_as_default=False) as client:  # type: ignore[no-untyped-call]
+        yield client
 
 
-_KEPT: _KeptClusters | None = None
+_KEPT: _OpenClients | None = None
 """Inside :func:`keep_local_clusters`: the LocalClusters this process keeps."""
 
 
@@ -166,7 +154,7 @@ def keep_local_clusters() -> Iterator[None]:
         yield
         return
     with ExitStack() as stack:
-        _KEPT = _KeptClusters(stack)
+        _KEPT = _OpenClients(stack)
         try:
             yield
         finally:
