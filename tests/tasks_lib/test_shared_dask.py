@@ -96,3 +96,32 @@ def test_kept_clusters_serve_later_calls_per_storage_options_and_close_on_leavin
 def _client_id(n_workers: int) -> int:
     with dask_client(n_workers=n_workers) as client:
         return id(client)
+
+
+def _polling(dask_worker: object = None, dask_scheduler: object = None) -> list[float]:
+    """The intervals (seconds) a server's event-loop tick and system monitor run at."""
+    server: object = dask_worker if dask_worker is not None else dask_scheduler
+    callbacks = server.periodic_callbacks  # type: ignore[attr-defined]
+    return [callbacks[name].callback_time / 1000 for name in ("tick", "monitor")]
+
+
+def test_a_local_cluster_polls_sparingly_and_the_settings_do_not_leak() -> None:
+    """Scheduler and workers of a LocalCluster tick and sample the system at IDLE_POLLING's
+    intervals and the workers' memory monitor at its one (an idle two-worker cluster otherwise
+    costs ~5 s of CPU a minute); outside the cluster's start Dask's defaults hold."""
+    import dask
+    from dask.utils import parse_timedelta
+
+    from tasks_lib.compute import IDLE_POLLING
+
+    tick, monitor, memory = (parse_timedelta(IDLE_POLLING[f"distributed.{key}"]) for key in
+                             ("admin.tick.interval", "admin.system-monitor.interval",
+                              "worker.memory.monitor-interval"))
+    with dask_client(n_workers=1) as client:
+        assert client.run_on_scheduler(_polling) == [tick, monitor]
+        (worker,) = client.run(_polling).values()
+        assert worker == [tick, monitor]
+        (seen,) = client.run(lambda: dask.config.get(
+            "distributed.worker.memory.monitor-interval")).values()
+        assert parse_timedelta(seen) == memory
+    assert dask.config.get("distributed.admin.tick.interval") == "20ms"
