@@ -87,7 +87,9 @@ def test_a_backend_past_its_memory_limit_is_terminated(rwe_cluster: Cluster,
     memory = [v for v in found if "private memory" in v.evidence]
     assert memory and memory[0].kind is ViolationKind.RESOURCE_LIMIT
     used = int(memory[0].evidence.split(" used ")[1].split(" MiB")[0])
-    assert 160 < used < 160 + 512  # stopped within one poll interval of the limit
+    # Stopped within one poll interval of the limit; the evidence floors bytes to MiB, so a
+    # backend a few KiB past 160 MiB reads 160.
+    assert 160 <= used < 160 + 512
 
 
 @pytest.mark.parametrize("table", ["UNLOGGED TABLE {scratch}.big", "TEMP TABLE big"])
