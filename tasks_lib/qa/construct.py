@@ -9,6 +9,7 @@ from prefect import get_run_logger, pause_flow_run
 from prefect.runtime import flow_run
 
 from evaluators.core import InputDataError
+from tasks_lib.caching import as_data
 from tasks_lib.domain import SelectionRule
 from tasks_lib.qa import steps
 from tasks_lib.qa.ingest import default_source, qa_datasets
@@ -30,17 +31,17 @@ def build_dataset(dataset: str, source: str, predictions: str, predictions_diges
     """The per-dataset part of construct, step by step."""
     src = steps.resolve_card(dataset, source)
     ingested = steps.ingest(dataset, src.questions, src.questions_digest)
-    scrubbed = steps.deidentify(dataset, ingested.items)
-    normalized = steps.normalize(dataset, scrubbed.items, src.questions)
+    scrubbed = steps.deidentify(dataset, as_data(ingested.items))
+    normalized = steps.normalize(dataset, as_data(scrubbed.items), src.questions)
     difficulty = steps.difficulty_filter(
-        dataset, normalized.items, predictions, predictions_digest, models, select, per_dataset,
-        threshold, seed, src.stratify_field)
+        dataset, as_data(normalized.items), predictions, predictions_digest, models, select,
+        per_dataset, threshold, seed, src.stratify_field)
     chosen = {d.realidx for d in difficulty if d.selected}
     order = [d.realidx for d in difficulty if d.selected]
     by_id = {it.realidx: it for it in normalized.items if it.realidx in chosen}
     selected = [by_id[r] for r in order]
-    exemplars = steps.select_exemplars(dataset, src.train, ingested.items,
-                                       {it.key for it in selected})
+    exemplars = steps.select_exemplars(dataset, src.train, as_data(ingested.items),
+                                       as_data({it.key for it in selected}))
     return steps.DatasetBuild(dataset, ingested.n_lines, selected,
                               ingested.rejects + normalized.rejects, difficulty, scrubbed.records,
                               exemplars)
@@ -107,7 +108,8 @@ def construct(request: BuildRequest) -> PublishedPool:
     records: list[MeldRecord] = []
     if meld:
         for b in builds:
-            records += steps.meld_screen(b.dataset, b.selected, meld_models, meld_threshold)
+            records += steps.meld_screen(b.dataset, as_data(b.selected), meld_models,
+                                        meld_threshold)
     flagged = sorted({r.key for r in records if r.flagged})
     review = expert_review(flagged, bool(o("auto_approve", False)),
                            int(_num(o("review_timeout_s"), 7 * 24 * 3600)))
@@ -116,5 +118,5 @@ def construct(request: BuildRequest) -> PublishedPool:
         "rule": select.value, "per_dataset": per_dataset, "threshold": threshold, "seed": seed,
         "predictions": predictions, "models": models, "meld_models": meld_models if meld else None,
         "meld_threshold": meld_threshold}
-    return steps.publish_pool(request.pool_id or DEFAULT_POOL_ID, request.out, builds, records,
-                              review, selection)
+    return steps.publish_pool(request.pool_id or DEFAULT_POOL_ID, request.out, as_data(builds),
+                              as_data(records), review, selection)

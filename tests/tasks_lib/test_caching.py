@@ -20,7 +20,7 @@ import pytest
 from prefect import Task, flow, task
 
 from tasks_lib.agents import replay_agent
-from tasks_lib.caching import cached, clear_digest_memo
+from tasks_lib.caching import as_data, cached, clear_digest_memo
 from tasks_lib.qa.pool import FILES, pool_files, public_view, reference
 from tasks_lib.qa.types import PoolManifest, QAItem
 from tasks_lib.settings import get_settings, reset_settings
@@ -256,3 +256,41 @@ def test_no_declarations_still_caches_on_inputs_and_source() -> None:
     step = _step()
     states = _in_flow(lambda: [_name(step, x=x), _name(step, x=x + 1), _name(step, x=x)])
     assert states == ["Completed", "Completed", "Cached"]
+
+
+# --- big arguments are passed as data, not walked -----------------------------------------------
+
+
+def _identity_of(items: list[QAItem], tag: str) -> int:
+    return id(items)
+
+
+def test_as_data_skips_prefects_walk_and_keeps_the_cache_key(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import prefect.utilities.collections as collections
+
+    step = task(name="as-data-probe", **cached())(_identity_of)
+    items, tag = _items("walk") * 300, uuid.uuid4().hex
+    visits = [0]
+    walk = collections.visit_collection
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        visits[0] += 1
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(collections, "visit_collection", counted)  # its recursion goes here
+
+    def visited(**kwargs: Any) -> tuple[str, int, int]:
+        visits[0] = 0
+        state = step(**kwargs, return_state=True)
+        return str(state.name), state.result(), visits[0]
+
+    def script() -> list[tuple[str, int, int]]:
+        return [visited(items=items, tag=tag), visited(items=as_data(items), tag=tag),
+                visited(items=as_data(items), tag=tag + "-2")]
+
+    (plain, plain_id, plain_visits), (again, _, _), (quoted, quoted_id, quoted_visits) = \
+        _in_flow(script)
+    assert (plain, again, quoted) == ("Completed", "Cached", "Completed")  # the same key
+    assert plain_id == quoted_id == id(items)  # the step got the list itself
+    assert plain_visits > 2 * len(items) and quoted_visits < 10
