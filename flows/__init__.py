@@ -32,16 +32,20 @@ def _or_exit(step: Callable[[], T]) -> T:
 
 
 def compose() -> None:
-    """Register every shipped kit, then the configured extra kits; idempotent (the first call
-    does the work, later ones return at once)."""
+    """Register every shipped kit, then the configured extra kits, and let Prefect's API clients
+    share one TLS context (:func:`tasks_lib.orchestration.share_api_tls_contexts`); idempotent
+    (the first call does the work, later ones return at once)."""
     global _COMPOSED
     if _COMPOSED:
         return
     with _LOCK:
         if _COMPOSED:
             return
+        from tasks_lib.orchestration import share_api_tls_contexts
         from tasks_lib.tracks import catalog  # noqa: F401  (importing it registers every kit)
         from tasks_lib.tracks.extra import register_extra_kits
+
+        share_api_tls_contexts()
 
         _or_exit(register_extra_kits)
         _COMPOSED = True

@@ -263,7 +263,8 @@ def share_api_tls_contexts() -> None:
     verified context after making it, and its clients in one process agree on HTTP/2
     (``PREFECT_API_ENABLE_HTTP2``), so the ALPN protocols httpcore sets on it per connection
     are the same for all of them. Idempotent; applied when Prefect's client module is
-    imported (a command that never imports Prefect pays nothing)."""
+    imported (a command that never imports Prefect pays nothing). Called by the composition
+    roots (:func:`flows.compose`, the tests' conftest)."""
     after_import("prefect.client.orchestration", _share_tls)
 
 

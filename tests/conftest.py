@@ -45,8 +45,12 @@ os.environ.update({
 })
 os.environ.setdefault("MEDFLOWS_DATA_ROOT", str(DATA_ROOT))
 
-# The tests' composition root, as `flows` is the CLI's: every track kit registered once.
+# The tests' composition root, as `flows.compose` is the CLI's: every track kit registered once,
+# Prefect's API clients sharing one TLS context.
+from tasks_lib.orchestration import share_api_tls_contexts  # noqa: E402
 from tasks_lib.tracks import catalog  # noqa: E402, F401
+
+share_api_tls_contexts()
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

@@ -1,5 +1,6 @@
 """Prefect's API clients in one process share one verified TLS context
-(:func:`tasks_lib.orchestration.share_api_tls_contexts`, installed by importing ``tasks_lib``)."""
+(:func:`tasks_lib.orchestration.share_api_tls_contexts`, called by `flows.compose` and the
+tests' conftest)."""
 
 from __future__ import annotations
 
