@@ -41,7 +41,7 @@ def build_dataset(dataset: str, source: str, predictions: str, predictions_diges
     by_id = {it.realidx: it for it in normalized.items if it.realidx in chosen}
     selected = [by_id[r] for r in order]
     exemplars = steps.select_exemplars(dataset, src.train, as_data(ingested.items),
-                                       as_data({it.key for it in selected}))
+                                       {it.key for it in selected})
     return steps.DatasetBuild(dataset, ingested.n_lines, selected,
                               ingested.rejects + normalized.rejects, difficulty, scrubbed.records,
                               exemplars)
